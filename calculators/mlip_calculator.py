@@ -1,0 +1,142 @@
+"""ASE calculator serving any :class:`mlip.Potential`."""
+
+from __future__ import annotations
+
+import copy
+from typing import Union
+
+import numpy as np
+import torch
+from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
+
+from mlip.graph import batch_atoms, validate_atoms
+from mlip.potential import Potential
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, torch.float32: torch.float32, torch.float64: torch.float64}
+
+
+def resolve_device(device: Union[str, torch.device, None]) -> torch.device:
+    """``"auto"`` (or None) → CUDA when available, else CPU."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+def _same(a, b) -> bool:
+    """Deep equality for ``atoms.info`` values (dicts, lists, numpy arrays, scalars)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (np.ndarray, list, tuple)) or isinstance(b, (np.ndarray, list, tuple)):
+        try:
+            a_arr, b_arr = np.asarray(a), np.asarray(b)
+        except Exception:
+            return False
+        if a_arr.shape != b_arr.shape:
+            return False
+        try:
+            return bool(np.array_equal(a_arr, b_arr))
+        except Exception:
+            return all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+class MLIPCalculator(Calculator):
+    """ASE calculator for an mlip potential.
+
+    Properties: ``energy``, ``free_energy`` (= energy), ``energies`` (per atom, summing to the
+    energy), ``forces`` (−∂E/∂r) and ``stress`` (Voigt, eV/Å³, ASE sign; needs a cell of non-zero
+    volume). Everything is computed in one pass and cached until positions, numbers, cell, pbc or
+    ``atoms.info`` change.
+
+    Args:
+        potential: the :class:`mlip.Potential` to serve. It is used as is when already on the
+            requested device and dtype, otherwise a converted copy is made.
+        device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
+        dtype: ``"float32"`` (fast MD) or ``"float64"`` (relaxations, phonons, finite differences).
+        neighbor_backend: ``"auto"``, ``"vesin"`` or ``"torch"``.
+
+    Invalid input raises ``ValueError`` naming the problem: elements the potential was not built
+    for, NaN/inf coordinates, a periodic structure whose cell has zero volume, an empty structure.
+    """
+
+    implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
+    ignored_changes: set = set()
+
+    def __init__(
+        self,
+        potential: Potential,
+        device: Union[str, torch.device] = "auto",
+        dtype: Union[str, torch.dtype] = "float32",
+        neighbor_backend: str = "auto",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(potential, Potential):
+            raise TypeError(f"MLIPCalculator needs an mlip.Potential, got {type(potential).__name__}")
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype)
+        self.neighbor_backend = neighbor_backend
+        params = list(potential.parameters())
+        if params and (params[0].device != self.device or any(p.dtype != self.dtype for p in params)):
+            potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
+        self.potential = potential.eval()
+
+    def check_state(self, atoms, tol: float = 1e-15):
+        changes = super().check_state(atoms, tol=tol)
+        if self.atoms is not None and "info" not in changes and not _same(self.atoms.info, atoms.info):
+            changes.append("info")
+        return changes
+
+    def calculate(self, atoms=None, properties=None, system_changes=all_changes):
+        if properties is None:
+            properties = self.implemented_properties
+        super().calculate(atoms, properties, system_changes)
+        atoms = self.atoms
+        validate_atoms(atoms, allowed_numbers=self.potential.atomic_numbers.tolist())
+        has_volume = atoms.cell.rank == 3 and abs(atoms.cell.volume) > 0
+        if "stress" in properties and not has_volume:
+            raise PropertyNotImplementedError(
+                "stress needs a cell with non-zero volume (this structure has "
+                f"cell rank {atoms.cell.rank}, pbc={atoms.pbc.tolist()})"
+            )
+        graph = batch_atoms(
+            [atoms],
+            self.potential.cutoff,
+            dtype=self.dtype,
+            device=self.device,
+            neighbor_backend=self.neighbor_backend,
+            recenter=True,
+        )
+        out = self.potential(graph, compute_forces=True, compute_stress=has_volume)
+        energy = float(out["energy"].detach().to(torch.float64).cpu()[0])
+        if not np.isfinite(energy):
+            raise RuntimeError("the potential returned a non-finite energy")
+        self.results = {
+            "energy": energy,
+            "free_energy": energy,
+            "energies": out["energies"].detach().to(torch.float64).cpu().numpy(),
+            "forces": out["forces"].detach().to(torch.float64).cpu().numpy(),
+        }
+        if has_volume:
+            self.results["stress"] = out["stress"].detach().to(torch.float64).cpu().numpy()[0]
+
+
+def load_calculator(
+    path_or_name: str = "default",
+    device: Union[str, torch.device] = "auto",
+    dtype: Union[str, torch.dtype] = "float32",
+    **kwargs,
+) -> MLIPCalculator:
+    """One-liner: an :class:`MLIPCalculator` for a checkpoint path or a shipped model's name."""
+    from mlip.checkpoint import load_potential
+
+    return MLIPCalculator(load_potential(path_or_name), device=device, dtype=dtype, **kwargs)

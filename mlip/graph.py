@@ -1,0 +1,202 @@
+"""Atomic graphs: one or many structures batched together, built from ``ase.Atoms``.
+
+A graph stores what the models need and nothing they could derive: positions, atomic numbers,
+cells, periodicity, the structure index of every atom and the neighbour list as atom pairs plus
+*integer* cell shifts. Edge vectors are formed in torch, ``pos[j] − pos[i] + S·cell``, by
+:func:`edge_vectors`, so autograd reaches both positions and cell (forces and stress).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from mlip.neighbors import batched_neighbor_list
+
+
+@dataclass
+class AtomicGraph:
+    """A batch of ``n_graphs`` structures with ``n_atoms`` atoms and ``n_edges`` directed edges.
+
+    Attributes:
+        positions: [n_atoms, 3] Cartesian positions (Å).
+        numbers: [n_atoms] int64 atomic numbers.
+        cell: [n_graphs, 3, 3] lattice vectors as rows (Å); rows of non-periodic directions are ignored.
+        pbc: [n_graphs, 3] bool periodicity.
+        batch: [n_atoms] int64 structure index of every atom (atoms of a structure are contiguous).
+        edge_index: [2, n_edges] int64 pairs (i, j): atom i (the centre) receives from neighbour j.
+        shifts: [n_edges, 3] integer cell shifts S (stored in the positions' dtype) with
+            edge vector r_ij = pos[j] − pos[i] + S·cell.
+        cutoff: the neighbour-list cutoff (Å).
+    """
+
+    positions: torch.Tensor
+    numbers: torch.Tensor
+    cell: torch.Tensor
+    pbc: torch.Tensor
+    batch: torch.Tensor
+    edge_index: torch.Tensor
+    shifts: torch.Tensor
+    cutoff: float
+
+    @property
+    def n_atoms(self) -> int:
+        return int(self.positions.shape[0])
+
+    @property
+    def n_graphs(self) -> int:
+        return int(self.cell.shape[0])
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.edge_index.shape[1])
+
+    def atoms_per_graph(self) -> torch.Tensor:
+        """[n_graphs] number of atoms in each structure."""
+        return torch.bincount(self.batch, minlength=self.n_graphs)
+
+    def to(self, device=None, dtype: Optional[torch.dtype] = None) -> "AtomicGraph":
+        """Copy to a device and/or floating dtype (integer tensors keep their dtype)."""
+        kw = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, torch.Tensor):
+                if v.is_floating_point() and dtype is not None:
+                    v = v.to(device=device, dtype=dtype)
+                else:
+                    v = v.to(device=device)
+            kw[f.name] = v
+        return replace(self, **kw)
+
+    @classmethod
+    def from_atoms(
+        cls,
+        atoms,
+        cutoff: float,
+        dtype: torch.dtype = torch.float64,
+        device=None,
+        neighbor_backend: str = "auto",
+    ) -> "AtomicGraph":
+        """Graph of one ``ase.Atoms`` (see :func:`batch_atoms`)."""
+        return batch_atoms([atoms], cutoff, dtype=dtype, device=device, neighbor_backend=neighbor_backend)
+
+
+def validate_atoms(atoms, allowed_numbers: Optional[Sequence[int]] = None) -> None:
+    """Reject what no model can evaluate, with a ValueError that names the problem.
+
+    Empty structures, NaN/inf coordinates or cells, a periodic direction whose cell vector is zero or
+    a periodic cell with zero volume, and (when ``allowed_numbers`` is given) elements outside it.
+    """
+    from ase.data import chemical_symbols
+
+    n = len(atoms)
+    if n == 0:
+        raise ValueError("empty structure: the Atoms object has no atoms")
+    pos = atoms.get_positions()
+    if not np.all(np.isfinite(pos)):
+        bad = np.where(~np.all(np.isfinite(pos), axis=1))[0]
+        raise ValueError(f"positions contain NaN or inf (atoms {bad[:10].tolist()})")
+    cell = np.asarray(atoms.cell.array, dtype=np.float64)
+    if not np.all(np.isfinite(cell)):
+        raise ValueError("cell contains NaN or inf")
+    pbc = np.asarray(atoms.pbc, dtype=bool)
+    if pbc.any():
+        periodic = cell[pbc]
+        # Gram determinant: squared volume spanned by the periodic lattice vectors.
+        gram = np.linalg.det(periodic @ periodic.T)
+        scale = float(np.prod(np.sum(periodic**2, axis=1)))
+        if scale == 0.0 or gram <= 1e-12 * scale:
+            if pbc.all():
+                raise ValueError(
+                    f"periodic cell has zero volume (cell={cell.tolist()}, pbc={pbc.tolist()}); "
+                    "set a cell with non-zero volume or pbc=False"
+                )
+            raise ValueError(
+                f"periodic cell vectors are zero or linearly dependent (cell={cell.tolist()}, "
+                f"pbc={pbc.tolist()}); set non-zero, independent lattice vectors along periodic directions"
+            )
+    if allowed_numbers is not None:
+        allowed = set(int(z) for z in allowed_numbers)
+        unknown = sorted(set(int(z) for z in atoms.numbers) - allowed)
+        if unknown:
+            names = ", ".join(chemical_symbols[z] if 0 <= z < len(chemical_symbols) else str(z) for z in unknown)
+            known = ", ".join(chemical_symbols[z] for z in sorted(allowed))
+            raise ValueError(f"element(s) {names} not supported by this potential (it was built for {known})")
+
+
+def batch_atoms(
+    atoms_list: Sequence,
+    cutoff: float,
+    dtype: torch.dtype = torch.float64,
+    device=None,
+    neighbor_backend: str = "auto",
+    recenter: bool = False,
+) -> AtomicGraph:
+    """Build one :class:`AtomicGraph` from several ``ase.Atoms``.
+
+    The neighbour list is computed in float64 on the CPU (or with the torch backend on ``device``).
+    With ``recenter=True`` every structure is translated so that its centroid is at the origin
+    (done in float64 before casting), which keeps float32 evaluations of structures far from the
+    origin as accurate as near it; energies, forces and stress are translation invariant, so
+    results are unchanged.
+    """
+    if len(atoms_list) == 0:
+        raise ValueError("no structures given")
+    for k, atoms in enumerate(atoms_list):
+        try:
+            validate_atoms(atoms)
+        except ValueError as err:
+            if len(atoms_list) == 1:
+                raise
+            raise ValueError(f"structure {k}: {err}") from None
+    pos_np = []
+    for atoms in atoms_list:
+        p = np.asarray(atoms.get_positions(), dtype=np.float64)
+        if recenter:
+            p = p - p.mean(axis=0, keepdims=True)
+        pos_np.append(p)
+    positions = torch.from_numpy(np.concatenate(pos_np, axis=0))
+    numbers = torch.from_numpy(np.concatenate([np.asarray(a.numbers, dtype=np.int64) for a in atoms_list]))
+    cell = torch.from_numpy(np.stack([np.asarray(a.cell.array, dtype=np.float64) for a in atoms_list]))
+    pbc = torch.from_numpy(np.stack([np.asarray(a.pbc, dtype=bool) for a in atoms_list]))
+    counts = torch.tensor([len(a) for a in atoms_list], dtype=torch.int64)
+    batch = torch.repeat_interleave(torch.arange(len(atoms_list), dtype=torch.int64), counts)
+
+    nl_device = None
+    if neighbor_backend == "torch" and device is not None:
+        nl_device = device
+    edge_index, shifts = batched_neighbor_list(
+        positions.to(nl_device) if nl_device is not None else positions,
+        cell.to(nl_device) if nl_device is not None else cell,
+        pbc.to(nl_device) if nl_device is not None else pbc,
+        batch.to(nl_device) if nl_device is not None else batch,
+        float(cutoff),
+        backend=neighbor_backend,
+    )
+    graph = AtomicGraph(
+        positions=positions,
+        numbers=numbers,
+        cell=cell,
+        pbc=pbc,
+        batch=batch,
+        edge_index=edge_index.to(torch.int64),
+        shifts=shifts.to(torch.float64),
+        cutoff=float(cutoff),
+    )
+    return graph.to(device=device, dtype=dtype)
+
+
+def edge_vectors(
+    positions: torch.Tensor, cell: torch.Tensor, batch: torch.Tensor, edge_index: torch.Tensor, shifts: torch.Tensor
+) -> torch.Tensor:
+    """Edge vectors r_ij = pos[j] − pos[i] + S·cell[batch[i]].
+
+    positions [n_atoms, 3], cell [n_graphs, 3, 3], batch [n_atoms], edge_index [2, n_edges],
+    shifts [n_edges, 3] → [n_edges, 3]. Differentiable with respect to positions and cell.
+    """
+    i, j = edge_index[0], edge_index[1]
+    shift_vec = torch.einsum("ea,eab->eb", shifts.to(positions.dtype), cell[batch[i]])
+    return positions[j] - positions[i] + shift_vec

@@ -1,0 +1,156 @@
+"""The potential: an energy model plus per-element reference energies, with forces and stress
+obtained by automatic differentiation of the total energy (a conservative force field)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import torch
+from torch import nn
+
+from mlip.elements import to_atomic_numbers, to_symbols
+from mlip.graph import AtomicGraph, edge_vectors
+from mlip.scatter import scatter_sum
+
+MAX_Z = 119
+
+
+class Potential(nn.Module):
+    """Wraps an energy model into a potential energy surface.
+
+    Per-atom energy  E_i = scale · model_i + E_ref[Z_i];  total energy E = Σ_i E_i per structure;
+    forces F = −∂E/∂r; stress σ = (1/V) ∂E/∂ε for a symmetric strain ε applied to positions *and*
+    cell before edge vectors are formed (ASE sign convention, eV/Å³, Voigt order xx yy zz yz xz xy).
+
+    The wrapped ``model`` is called as ``model(species, edge_index, edge_vectors, batch, n_graphs)``
+    with ``species`` [n_atoms] indices into ``species`` (not atomic numbers), and returns per-atom
+    model energies [n_atoms]. Edge vectors carry the gradient to positions and strain.
+
+    Args:
+        model: the energy model (an ``nn.Module``).
+        species: chemical symbols or atomic numbers the model was built for (fixes embedding order).
+        cutoff: neighbour-list cutoff radius (Å).
+        architecture: registered architecture name, used by checkpoints to rebuild the model.
+        hyperparameters: the keyword arguments that rebuild ``model`` with ``create_model``.
+        reference_energies: per-element reference energies (eV), in ``species`` order; default zeros.
+        scale: multiplies the model output (eV).
+        metadata: JSON-serialisable provenance stored in checkpoints.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        species: Sequence[str | int],
+        cutoff: float,
+        architecture: str,
+        hyperparameters: Optional[dict] = None,
+        reference_energies: Optional[Sequence[float]] = None,
+        scale: float = 1.0,
+        metadata: Optional[dict] = None,
+    ):
+        super().__init__()
+        numbers = to_atomic_numbers(species)
+        #: free-form provenance saved with checkpoints (training data, command, model card, ...)
+        self.metadata: dict = dict(metadata or {})
+        self.model = model
+        self.architecture = str(architecture)
+        self.hyperparameters = dict(hyperparameters or {})
+        self.cutoff = float(cutoff)
+        self.register_buffer("atomic_numbers", torch.tensor(numbers, dtype=torch.int64))
+        table = torch.full((MAX_Z,), -1, dtype=torch.int64)
+        table[torch.tensor(numbers)] = torch.arange(len(numbers))
+        self.register_buffer("species_table", table, persistent=False)
+        if reference_energies is None:
+            reference_energies = [0.0] * len(numbers)
+        if len(reference_energies) != len(numbers):
+            raise ValueError(
+                f"reference_energies has {len(reference_energies)} entries for {len(numbers)} species"
+            )
+        self.register_buffer("reference_energies", torch.tensor(list(reference_energies), dtype=torch.float64))
+        self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float64))
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def species(self) -> List[str]:
+        """Chemical symbols in embedding order."""
+        return to_symbols(self.atomic_numbers.tolist())
+
+    def num_parameters(self) -> int:
+        """Number of trainable parameters."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def species_index(self, numbers: torch.Tensor) -> torch.Tensor:
+        """Map atomic numbers [n_atoms] to embedding indices; ValueError for unsupported elements."""
+        if numbers.numel() and (int(numbers.min()) < 0 or int(numbers.max()) >= MAX_Z):
+            raise ValueError(f"invalid atomic numbers {sorted(set(numbers.tolist()))}")
+        idx = self.species_table[numbers]
+        if idx.numel() and bool((idx < 0).any()):
+            bad = sorted(set(numbers[idx < 0].tolist()))
+            raise ValueError(
+                f"element(s) {', '.join(to_symbols(bad))} not supported by this potential "
+                f"(it was built for {', '.join(self.species)})"
+            )
+        return idx
+
+    # ------------------------------------------------------------------ evaluation
+    def forward(
+        self,
+        graph: AtomicGraph,
+        compute_forces: bool = True,
+        compute_stress: bool = True,
+        create_graph: bool = False,
+    ) -> Dict[str, torch.Tensor]:
+        """Evaluate a batch.
+
+        Returns a dict with ``energy`` [n_graphs], ``energies`` [n_atoms], and when asked
+        ``forces`` [n_atoms, 3] and ``stress`` [n_graphs, 6] (Voigt; NaN for a structure whose
+        cell has zero volume, where stress is undefined). ``create_graph=True`` keeps the graph of
+        the derivatives so force and stress losses can be trained.
+        """
+        species = self.species_index(graph.numbers)
+        dtype = graph.positions.dtype
+        n_graphs = graph.n_graphs
+        positions = graph.positions
+        cell = graph.cell
+        need_grad = compute_forces or compute_stress
+        grad_was_enabled = torch.is_grad_enabled()
+        with torch.set_grad_enabled(need_grad or grad_was_enabled):
+            leaf = None
+            if compute_forces:
+                leaf = positions.detach().requires_grad_(True)
+                positions = leaf
+            strain = None
+            if compute_stress:
+                strain = torch.zeros((n_graphs, 3, 3), dtype=dtype, device=positions.device, requires_grad=True)
+                sym = 0.5 * (strain + strain.transpose(1, 2))
+                positions = positions + torch.einsum("na,nab->nb", positions, sym[graph.batch])
+                cell = cell + torch.bmm(cell, sym)
+            vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
+            model_energy = self.model(species, graph.edge_index, vec, graph.batch, n_graphs)
+            energies = model_energy * self.scale.to(dtype) + self.reference_energies.to(dtype)[species]
+            energy = scatter_sum(energies, graph.batch, n_graphs)
+            out: Dict[str, torch.Tensor] = {"energy": energy, "energies": energies}
+            if need_grad:
+                inputs = []
+                if compute_forces:
+                    inputs.append(leaf)
+                if strain is not None:
+                    inputs.append(strain)
+                grads = torch.autograd.grad(
+                    energy.sum(), inputs, create_graph=create_graph, allow_unused=True
+                )
+                k = 0
+                if compute_forces:
+                    g = grads[0]
+                    out["forces"] = -g if g is not None else torch.zeros_like(graph.positions)
+                    k = 1
+                if strain is not None:
+                    g = grads[k]
+                    if g is None:
+                        g = torch.zeros_like(strain)
+                    volume = torch.linalg.det(graph.cell).abs()
+                    volume = torch.where(volume > 0, volume, torch.full_like(volume, float("nan")))
+                    stress = g / volume.view(-1, 1, 1)
+                    out["stress"] = stress[:, [0, 1, 2, 1, 0, 0], [0, 1, 2, 2, 2, 1]]
+        return out
+

@@ -1,0 +1,68 @@
+"""Models that ship with the package, loadable offline by name.
+
+Trained weights live in ``mlip/models/pretrained/<name>.safetensors``. Until trained models ship,
+the registry holds *untrained* entries: fixed-seed, randomly initialised potentials covering the
+seven EMT metals, for trying the workflows. They are labelled untrained everywhere they appear
+(name, a warning on load, ``potential.metadata["trained"] = False``); their energies are not
+physical.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Dict, List
+
+EMT_ELEMENTS = ["Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt"]
+
+#: name → file name of a trained checkpoint inside ``mlip/models/pretrained/``
+TRAINED: Dict[str, str] = {}
+
+#: name → create_model arguments of an untrained (randomly initialised, fixed seed) model
+UNTRAINED: Dict[str, dict] = {
+    "platonic-untrained": dict(name="platonic", species=EMT_ELEMENTS, cutoff=5.0, seed=0),
+}
+
+#: the model the command line uses when ``--model`` is not given
+DEFAULT_MODEL = "platonic-untrained"
+
+
+class UntrainedModelWarning(UserWarning):
+    """Emitted when an untrained (random-weight) model is loaded."""
+
+
+def pretrained_dir() -> Path:
+    import mlip.models
+
+    return Path(mlip.models.__file__).parent / "pretrained"
+
+
+def available() -> List[str]:
+    """Names of the shipped models."""
+    return sorted(TRAINED) + sorted(UNTRAINED)
+
+
+def is_known(name: str) -> bool:
+    return name in TRAINED or name in UNTRAINED or name == "default"
+
+
+def load(name: str):
+    """Load a shipped model by name (``"default"`` is :data:`DEFAULT_MODEL`)."""
+    from mlip.checkpoint import load_potential
+    from mlip.models import create_model
+
+    if name == "default":
+        name = DEFAULT_MODEL
+    if name in TRAINED:
+        return load_potential(pretrained_dir() / TRAINED[name])
+    if name in UNTRAINED:
+        args = dict(UNTRAINED[name])
+        potential = create_model(args.pop("name"), **args)
+        potential.metadata = {"name": name, "trained": False, "note": "random weights (fixed seed); not physical"}
+        warnings.warn(
+            f"model {name!r} is UNTRAINED (random weights): its energies and forces are not physical",
+            UntrainedModelWarning,
+            stacklevel=2,
+        )
+        return potential.eval()
+    raise FileNotFoundError(f"no shipped model named {name!r}; shipped models: {', '.join(available())}")

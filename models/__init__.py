@@ -1,0 +1,108 @@
+"""Model architectures and :func:`create_model`, the one way to build a potential.
+
+Architectures are registered by name with the import path of their energy-model class; the class
+is imported only when used. Every hyperparameter is a keyword argument of that class's
+``__init__`` (besides ``num_species`` and ``cutoff``) with a default, so
+``create_model("platonic", species=["Cu", "Au"], cutoff=4.5)`` works.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Dict, Optional, Sequence
+
+import torch
+
+from mlip.potential import Potential
+
+_REGISTRY: Dict[str, str] = {
+    "platonic": "mlip.models.platonic.model:PlatonicTransformer",
+}
+
+
+def register_architecture(name: str, target: str) -> None:
+    """Register an energy-model class (``"package.module:Class"``) under ``name``."""
+    _REGISTRY[name] = target
+
+
+def available_architectures() -> list:
+    """Names accepted by :func:`create_model`."""
+    return sorted(_REGISTRY)
+
+
+def get_architecture(name: str):
+    """The energy-model class registered under ``name``; ValueError for unknown names."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown architecture {name!r}; available: {', '.join(available_architectures())}")
+    module, attr = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def default_hyperparameters(name: str) -> dict:
+    """All hyperparameters of an architecture with their default values."""
+    cls = get_architecture(name)
+    params = inspect.signature(cls.__init__).parameters
+    return {
+        k: p.default
+        for k, p in params.items()
+        if k not in ("self", "num_species", "cutoff") and p.default is not inspect.Parameter.empty
+    }
+
+
+def create_model(
+    name: str,
+    species: Sequence,
+    cutoff: float,
+    reference_energies: Optional[Sequence[float]] = None,
+    scale: float = 1.0,
+    seed: Optional[int] = None,
+    **hyperparameters,
+) -> Potential:
+    """Build a :class:`mlip.Potential` around a freshly initialised model.
+
+    Args:
+        name: architecture (see :func:`available_architectures`).
+        species: elements the potential handles (symbols or atomic numbers), in embedding order.
+        cutoff: neighbour cutoff (Å).
+        reference_energies: per-element energies (eV) added to every atom, in ``species`` order.
+        scale: factor on the model's per-atom output (eV).
+        seed: if given, initialise the weights from this seed (same seed → same weights).
+        **hyperparameters: architecture hyperparameters; unknown names raise ``TypeError``.
+    """
+    defaults = default_hyperparameters(name)
+    unknown = sorted(set(hyperparameters) - set(defaults))
+    if unknown:
+        raise TypeError(
+            f"unknown hyperparameter(s) {', '.join(unknown)} for architecture {name!r}; "
+            f"accepted: {', '.join(sorted(defaults))}"
+        )
+    if not cutoff or float(cutoff) <= 0:
+        raise ValueError(f"cutoff must be a positive number of Å, got {cutoff!r}")
+    hp = {**defaults, **hyperparameters}
+    cls = get_architecture(name)
+    species = list(species)
+    if seed is not None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model = cls(num_species=len(species), cutoff=float(cutoff), **hp)
+    else:
+        model = cls(num_species=len(species), cutoff=float(cutoff), **hp)
+    return Potential(
+        model,
+        species=species,
+        cutoff=float(cutoff),
+        architecture=name,
+        hyperparameters=hp,
+        reference_energies=reference_energies,
+        scale=scale,
+    )
+
+
+__all__ = [
+    "available_architectures",
+    "create_model",
+    "default_hyperparameters",
+    "get_architecture",
+    "register_architecture",
+]

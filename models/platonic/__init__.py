@@ -1,0 +1,22 @@
+"""Platonic Transformer: features on finite rotation groups, frame RoPE attention."""
+
+from .attention import FrameAttention
+from .block import FeedForward, PlatonicBlock
+from .group_linear import GroupLinear
+from .groups import GROUP_ORDERS, RotationGroup, get_group
+from .model import PlatonicTransformer
+from .rope import FrameRoPE, frame_vectors, rotate_pairs
+
+__all__ = [
+    "FeedForward",
+    "FrameAttention",
+    "FrameRoPE",
+    "GROUP_ORDERS",
+    "GroupLinear",
+    "PlatonicBlock",
+    "PlatonicTransformer",
+    "RotationGroup",
+    "frame_vectors",
+    "get_group",
+    "rotate_pairs",
+]

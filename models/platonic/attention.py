@@ -1,0 +1,100 @@
+"""Frame attention over the neighbour graph: softmax (one per frame and head) or linear."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from mlip.scatter import scatter_max, scatter_sum
+
+from .group_linear import GroupLinear
+from .groups import RotationGroup
+from .rope import FrameRoPE
+
+
+class FrameAttention(nn.Module):
+    """Attention of atom i over its neighbours j (self edge included), independently in every frame.
+
+    For edge e = (i ← j), frame g and head h, with θ from :class:`FrameRoPE`:
+
+    * logits  s_e = q_i · Rot(θ_e) k_j / √D + b_h(|r_e|)   (k ≡ 1 when ``use_key=False``)
+    * softmax: w_e = φ(|r_e|) exp(s_e − m_i),  out_i = Σ_e w_e Rot(θ_e) v_j / Σ_e w_e
+    * linear:  w_e = φ(|r_e|) s_e,             out_i = Σ_e w_e Rot(θ_e) v_j / Σ_e φ(|r_e|)
+
+    φ is the smooth cutoff envelope, multiplied into the weights (not the logits) so that an edge
+    enters and leaves with zero weight and the output is C² in positions. m_i is a detached
+    per-node maximum (it cancels exactly). b_h is a learned function of the distance, shared over
+    frames (it is rotation invariant). The self edge keeps Σφ ≥ 1. Both forms cost O(n_edges).
+    """
+
+    def __init__(
+        self,
+        group: RotationGroup,
+        channels: int,
+        num_heads: int,
+        head_dim: int,
+        rope_sigma: float,
+        num_radial: int,
+        attention: str = "softmax",
+        use_key: bool = True,
+    ):
+        super().__init__()
+        if attention not in ("softmax", "linear"):
+            raise ValueError(f"attention must be 'softmax' or 'linear', got {attention!r}")
+        self.attention = attention
+        self.num_heads = int(num_heads)
+        self.head_dim = int(head_dim)
+        self.use_key = bool(use_key)
+        self.inv_sqrt_dim = 1.0 / math.sqrt(head_dim)
+        inner = num_heads * head_dim
+        self.q_proj = GroupLinear(group, channels, inner)
+        self.k_proj = GroupLinear(group, channels, inner) if use_key else None
+        self.v_proj = GroupLinear(group, channels, inner)
+        self.out_proj = GroupLinear(group, inner, channels)
+        self.rope = FrameRoPE(num_heads, head_dim, rope_sigma)
+        self.radial_bias = nn.Linear(num_radial, num_heads)
+        nn.init.zeros_(self.radial_bias.weight)
+        nn.init.zeros_(self.radial_bias.bias)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        frame_vec: torch.Tensor,
+        radial: torch.Tensor,
+        envelope: torch.Tensor,
+    ) -> torch.Tensor:
+        """x [N, G, C]; edge_index [2, E] (i, j); frame_vec [E, G, 3]; radial [E, R]; envelope [E] → [N, G, C]."""
+        n, G, _ = x.shape
+        H, F = self.num_heads, self.head_dim // 2
+        i, j = edge_index[0], edge_index[1]
+        cos, sin = self.rope(frame_vec)  # [E, G, H, F]
+        # Channel pairs (2f, 2f+1) as a trailing axis of size 2: [N, G, H, F, 2].
+        q = self.q_proj(x).view(n, G, H, F, 2).index_select(0, i)
+        q0, q1 = q[..., 0], q[..., 1]
+        if self.k_proj is not None:
+            k = self.k_proj(x).view(n, G, H, F, 2).index_select(0, j)
+            k0, k1 = k[..., 0], k[..., 1]
+            # q·Rot(θ)k = cos θ (q0 k0 + q1 k1) + sin θ (q1 k0 − q0 k1), summed over pairs
+            logits = (cos * (q0 * k0 + q1 * k1) + sin * (q1 * k0 - q0 * k1)).sum(-1)
+        else:  # k ≡ 1
+            logits = (cos * (q0 + q1) + sin * (q1 - q0)).sum(-1)
+        logits = logits * self.inv_sqrt_dim + self.radial_bias(radial).unsqueeze(1)  # [E, G, H]
+        env = envelope.view(-1, 1, 1)
+        if self.attention == "softmax":
+            m = scatter_max(logits.detach(), i, n)
+            w = env * torch.exp(logits - m.index_select(0, i))
+            denom = scatter_sum(w, i, n)
+        else:
+            w = env * logits
+            denom = scatter_sum(envelope, i, n).view(n, 1, 1)
+        # Weighted rotated values w Rot(θ) v_j, with the weight folded into cos and sin.
+        v = self.v_proj(x).view(n, G, H, F, 2).index_select(0, j)
+        v0, v1 = v[..., 0], v[..., 1]
+        wc = w.unsqueeze(-1) * cos
+        ws = w.unsqueeze(-1) * sin
+        msg = torch.stack((wc * v0 - ws * v1, ws * v0 + wc * v1), dim=-1)  # [E, G, H, F, 2]
+        out = scatter_sum(msg, i, n) / denom.view(n, -1, H, 1, 1)
+        return self.out_proj(out.reshape(n, G, H * 2 * F))

@@ -1,0 +1,120 @@
+"""The Platonic building blocks, each against its definition."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from mlip.models.platonic import GroupLinear, get_group
+from mlip.models.platonic.rope import frame_vectors
+from mlip.radial import PolynomialEnvelope
+
+GROUPS = ["tetrahedral", "octahedral", "icosahedral"]
+
+
+@pytest.mark.parametrize("name", GROUPS)
+def test_group_elements_are_rotations_and_tables_are_correct(name):
+    g = get_group(name)
+    R = g.elements
+    assert R.dtype == torch.float64
+    assert g.order == {"tetrahedral": 12, "octahedral": 24, "icosahedral": 60}[name]
+    eye = torch.eye(3, dtype=torch.float64)
+    assert torch.allclose(R @ R.transpose(1, 2), eye.expand_as(R), atol=1e-14)
+    assert torch.allclose(torch.linalg.det(R), torch.ones(g.order, dtype=torch.float64), atol=1e-14)
+    assert torch.equal(R[0], eye)
+    # Distinct elements.
+    d = ((R[:, None] - R[None]) ** 2).sum((-1, -2)) + torch.eye(g.order, dtype=torch.float64)
+    assert d.min() > 1e-3
+    # Cayley table: R_a R_b = R_cayley[a,b]; inverse table: R_inv[a] = R_aᵀ.
+    prod = torch.einsum("aij,bjk->abik", R, R)
+    assert torch.allclose(prod, R[g.cayley], atol=1e-13)
+    assert torch.allclose(R[g.inverse], R.transpose(1, 2), atol=1e-14)
+    # Each row of the Cayley table is a permutation (group axioms).
+    for row in g.cayley:
+        assert sorted(row.tolist()) == list(range(g.order))
+
+
+def test_octahedral_contains_tetrahedral_and_icosahedral_contains_tetrahedral():
+    T = get_group("T").elements
+    for big in ("O", "I"):
+        B = get_group(big).elements
+        for r in T:
+            assert ((B - r) ** 2).sum((-1, -2)).min() < 1e-20
+
+
+@pytest.mark.parametrize("name", GROUPS)
+def test_group_linear_parameter_count_is_one_over_G(name):
+    g = get_group(name)
+    cin, cout = 5, 3
+    layer = GroupLinear(g, cin, cout)
+    dense = torch.nn.Linear(g.order * cin, g.order * cout)
+    n_layer = sum(p.numel() for p in layer.parameters())
+    n_dense = sum(p.numel() for p in dense.parameters())
+    assert n_layer * g.order == n_dense
+
+
+@pytest.mark.parametrize("name", GROUPS)
+def test_group_linear_definition_and_equivariance(name):
+    g = get_group(name)
+    torch.manual_seed(0)
+    layer = GroupLinear(g, 3, 2).double()
+    torch.nn.init.normal_(layer.bias)
+    x = torch.randn(4, g.order, 3, dtype=torch.float64)
+    y = layer(x)
+    # Definition: y_h = Σ_g K[g⁻¹h] x_g + b.
+    for h in range(g.order):
+        ref = sum(layer.kernel[g.cayley[g.inverse[a], h]] @ x[:, a].T for a in range(g.order)).T + layer.bias
+        assert torch.allclose(y[:, h], ref, atol=1e-12)
+    # Equivariance to left translation: x'_a = x_{k a} ⇒ y'_h = y_{k h}.
+    for k in range(g.order):
+        perm = g.cayley[k]
+        assert torch.allclose(layer(x[:, perm]), y[:, perm], atol=1e-12)
+
+
+def test_frame_vectors_and_rope_angles():
+    g = get_group("T")
+    r = torch.randn(7, 3, dtype=torch.float64)
+    fv = frame_vectors(g.elements, r)
+    for a in range(g.order):
+        assert torch.allclose(fv[:, a], r @ g.elements[a], atol=1e-14)  # R_gᵀ r as row vectors
+    # Rotating the input by R_k permutes frames: R_gᵀ (R_k r) = R_{k⁻¹g}ᵀ r.
+    k = 5
+    fv_rot = frame_vectors(g.elements, r @ g.elements[k].T)
+    perm = g.cayley[g.inverse[k]]
+    assert torch.allclose(fv_rot, fv[:, perm], atol=1e-14)
+
+
+def test_envelope_is_c2_at_cutoff():
+    env = PolynomialEnvelope(5.0, exponent=5)
+    r = torch.tensor([0.0, 2.5, 5.0 - 1e-6, 5.0, 6.0], dtype=torch.float64, requires_grad=True)
+    phi = env(r)
+    d = r.detach() / 5.0
+    closed = (1 - d) ** 3 * (1 + 3 * d + 6 * d**2 + 10 * d**3 + 15 * d**4)  # factorised form
+    assert torch.allclose(phi.detach()[:3], closed[:3], atol=1e-13)
+    assert phi[0] == 1.0 and phi[3] == 0.0 and phi[4] == 0.0
+    (d1,) = torch.autograd.grad(phi.sum(), r, create_graph=True)
+    (d2,) = torch.autograd.grad(d1.sum(), r)
+    # At 1 − d = 2e-7: φ ~ 35(1−d)³ ≈ 3e-19 (float64 cancellation leaves ~1e-15), φ′ ~ 1e-13, φ″ ~ 1e-6.
+    phi, d1, d2 = phi.detach(), d1.detach(), d2.detach()
+    assert abs(float(phi[2])) < 1e-13 and abs(float(d1[2])) < 1e-9 and abs(float(d2[2])) < 1e-3
+    assert float(d1[3]) == 0.0
+
+
+def test_parameter_count_matches_hyperparameters():
+    """Count the Platonic model's parameters from its hyperparameters by hand."""
+    from mlip.models import create_model
+
+    G, C, L, H, D, m, R, S = 12, 8, 2, 2, 4, 4, 8, 3
+    p = create_model("platonic", species=["Cu", "Au", "Ni"], cutoff=5.0, group="T", channels=C, num_layers=L,
+                     num_heads=H, head_dim=D, ffn_multiplier=m, num_radial=R)
+    gl = lambda i, o: G * i * o + o  # noqa: E731
+    per_block = (
+        2 * 2 * C  # two layer norms
+        + 3 * gl(C, H * D) + gl(H * D, C)  # q, k, v, out
+        + H * (D // 2) * 3  # RoPE frequencies
+        + R * H + H  # radial bias
+        + gl(C, m * C) + gl(m * C, C)  # feed-forward
+    )
+    expected = S * C + L * per_block + 2 * C + gl(C, C) + gl(C, 1)
+    assert p.num_parameters() == expected
