@@ -1,0 +1,558 @@
+"""The ``mlip`` command line: inspect and create checkpoints, relax structures, run MD.
+
+    mlip info default
+    mlip create platonic --species Cu Au --cutoff 4.5 --seed 0 -o cuau.safetensors
+    mlip relax structure.cif --model default --fmax 0.05
+    mlip md structure.cif --model default --ensemble nve --temperature 300 --steps 1000 --supercell 3 3 3
+
+``--model`` accepts a shipped model's name, a checkpoint path or the import path of an ASE
+calculator class (``ase.calculators.emt:EMT``). Bad input (unreadable file, unknown element, NaN
+coordinates, unknown model, ...) prints ``mlip: error: <message>`` and exits with status 2;
+a simulation that fails at run time exits with status 1. Set ``MLIP_DEBUG=1`` for tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+PROG = "mlip"
+
+
+class CLIError(Exception):
+    """Bad command-line input: reported as ``mlip: error: <message>``, exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def _note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _fmt_value(value) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _read_structure(path: str, index: int = -1):
+    """Read one frame of any ASE-readable file and check it can be evaluated."""
+    import ase.io
+    from ase import Atoms
+
+    from mlip.graph import validate_atoms
+
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"structure file {path!r} does not exist")
+    if p.is_dir():
+        raise CLIError(f"structure file {path!r} is a directory")
+    try:
+        atoms = ase.io.read(str(p), index=index)
+    except KeyError as err:
+        # ASE raises KeyError for symbols that are not chemical elements (e.g. "Xx").
+        raise CLIError(f"cannot read structure file {path!r}: unknown element or field {err}") from None
+    except IndexError:
+        raise CLIError(f"structure file {path!r} has no frame with index {index}") from None
+    except Exception as err:  # ASE raises many types for malformed files
+        msg = str(err) or type(err).__name__
+        raise CLIError(f"cannot read structure file {path!r}: {msg}") from None
+    if not isinstance(atoms, Atoms):
+        raise CLIError(
+            f"cannot read structure file {path!r}: expected one structure, got {type(atoms).__name__}"
+        )
+    try:
+        validate_atoms(atoms)
+    except ValueError as err:
+        raise CLIError(f"invalid structure in {path!r}: {err}") from None
+    return atoms
+
+
+def _load_model(spec: str, device: str, dtype: str):
+    """Resolve ``--model``; print a prominent note for untrained models. Returns (calculator, label)."""
+    from mlip.pretrained import UntrainedModelWarning
+    from mlip.workflows.model_loading import describe_model, is_untrained, resolve_calculator
+
+    with warnings.catch_warnings():
+        # Replaced by the NOTE line below, which says the same thing more visibly.
+        warnings.simplefilter("ignore", UntrainedModelWarning)
+        calc = resolve_calculator(spec, device=device, dtype=dtype)
+    label = describe_model(calc, spec)
+    if is_untrained(calc):
+        _note(f"NOTE: model {label!r} is UNTRAINED (random weights): results are not physical")
+    return calc, label
+
+
+def _check_species(atoms, calc, path: str) -> None:
+    """Reject elements the model does not cover before any work is done."""
+    from mlip.graph import validate_atoms
+    from mlip.workflows.model_loading import potential_of
+
+    potential = potential_of(calc)
+    if potential is None:
+        return
+    try:
+        validate_atoms(atoms, allowed_numbers=potential.atomic_numbers.tolist())
+    except ValueError as err:
+        raise CLIError(f"{path}: {err}") from None
+
+
+def _calc_label(calc) -> str:
+    from mlip.workflows.model_loading import potential_of
+
+    if potential_of(calc) is not None:
+        dtype = str(calc.dtype).replace("torch.", "")
+        return f"{type(calc).__name__}, {dtype}, {calc.device}"
+    return type(calc).__name__
+
+
+# ---------------------------------------------------------------------------------------- info
+def cmd_info(args) -> int:
+    from mlip import pretrained
+    from mlip.checkpoint import checkpoint_header, read_header
+
+    spec = args.model
+    if os.path.exists(spec):
+        header = read_header(spec)
+        source = f"checkpoint {spec}"
+    elif pretrained.is_known(spec):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", pretrained.UntrainedModelWarning)
+            potential = pretrained.load(spec)
+        header = checkpoint_header(potential)
+        name = pretrained.DEFAULT_MODEL if spec == "default" else spec
+        source = f"shipped model {name}"
+    else:
+        raise CLIError(
+            f"{spec!r} is neither a checkpoint file nor a shipped model "
+            f"(shipped models: {', '.join(['default'] + pretrained.available())})"
+        )
+    if args.json:
+        print(json.dumps(header, indent=2, sort_keys=True))
+        return 0
+    metadata = header.get("metadata") or {}
+    trained = metadata.get("trained")
+    trained_text = {True: "yes", False: "NO (random weights: results are not physical)"}
+    trained_text = trained_text.get(trained, "unknown")
+    n_params = header.get("num_parameters")
+    rows = [
+        ("model", source),
+        ("architecture", header["architecture"]),
+        ("species", " ".join(header["species"])),
+        ("cutoff", f"{header['cutoff']:g} Å"),
+        ("parameters", f"{n_params:,}" if isinstance(n_params, int) else "unknown"),
+        ("package version", header.get("package_version", "unknown")),
+        ("trained", trained_text),
+    ]
+    width = max(len(k) for k, _ in rows) + 1
+    for key, value in rows:
+        print(f"{key + ':':<{width}} {value}")
+    print("hyperparameters:")
+    for key, value in sorted(header["hyperparameters"].items()):
+        print(f"  {key}: {_fmt_value(value)}")
+    print("metadata:")
+    if not metadata:
+        print("  (none)")
+    for key, value in sorted(metadata.items()):
+        print(f"  {key}: {_fmt_value(value)}")
+    if trained is False:
+        _note(f"NOTE: {source} is UNTRAINED (random weights): results are not physical")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- create
+def _parse_set(items: Optional[Sequence[str]]) -> dict:
+    import yaml
+
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise CLIError(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if not key.isidentifier():
+            raise CLIError(f"--set: invalid hyperparameter name {key!r}")
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise CLIError(f"--set {key}: cannot parse value {value!r} ({err})") from None
+    return out
+
+
+def cmd_create(args) -> int:
+    from mlip.checkpoint import save_potential
+    from mlip.models import create_model
+
+    hyperparameters = _parse_set(args.set)
+    try:
+        potential = create_model(
+            args.architecture, species=args.species, cutoff=args.cutoff, seed=args.seed, **hyperparameters
+        )
+    except TypeError as err:  # unknown hyperparameter names
+        raise CLIError(str(err)) from None
+    except ValueError as err:
+        given = ", ".join(f"{k}={v!r}" for k, v in hyperparameters.items())
+        raise CLIError(
+            f"cannot create a {args.architecture!r} model"
+            + (f" with {given}" if given else "")
+            + f": {err}"
+        ) from None
+    potential.metadata = {
+        "trained": False,
+        "note": "freshly initialised (random weights); not physical until trained",
+        "seed": args.seed,
+        "command": " ".join([PROG] + list(args.argv)),
+    }
+    out = save_potential(potential, args.output)
+    print(
+        f"wrote {out}: {potential.architecture}, species {' '.join(potential.species)}, "
+        f"cutoff {potential.cutoff:g} Å, {potential.num_parameters():,} parameters (untrained)"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- relax
+def cmd_relax(args) -> int:
+    import ase.io
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    from mlip.workflows.relax import relax
+
+    atoms = _read_structure(args.structure, args.index)
+    calc, label = _load_model(args.model, args.device, args.dtype)
+    _check_species(atoms, calc, args.structure)
+    output = Path(args.output) if args.output else Path(f"{Path(args.structure).stem}_relaxed.extxyz")
+    bulk = bool(atoms.pbc.all())
+    mode = "positions + cell (FrechetCellFilter)" if bulk and args.cell_filter else "positions only"
+    print(f"model:     {label} ({_calc_label(calc)})")
+    print(
+        f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()}, "
+        f"pbc={atoms.pbc.tolist()})"
+    )
+    print(f"relaxing:  FIRE, {mode}, fmax {args.fmax:g} eV/Å, at most {args.steps} steps", flush=True)
+    result = relax(
+        atoms,
+        calc,
+        fmax=args.fmax,
+        steps=args.steps,
+        cell_filter=args.cell_filter,
+        trajectory=args.trajectory,
+        progress=not args.no_progress,
+    )
+    relaxed = result.atoms
+    keep = ("energy", "free_energy", "forces", "stress")
+    results = {k: v for k, v in relaxed.calc.results.items() if k in keep}
+    out_atoms = relaxed.copy()
+    out_atoms.calc = SinglePointCalculator(out_atoms, **results)
+    out_atoms.info.update(
+        {
+            "model": label,
+            "converged": result.converged,
+            "n_steps": result.n_steps,
+            "fmax_final": result.fmax_final,
+        }
+    )
+    try:
+        ase.io.write(str(output), out_atoms)
+    except Exception as err:
+        raise CLIError(f"cannot write {str(output)!r}: {err}") from None
+    n = len(relaxed)
+    print(f"energy:    {result.energy:.6f} eV ({result.energy / n:.6f} eV/atom)")
+    print(
+        f"converged: {'yes' if result.converged else 'NO'} (fmax {result.fmax_final:.4g} eV/Å, "
+        f"threshold {args.fmax:g}) after {result.n_steps} steps"
+    )
+    if bulk and args.cell_filter:
+        print(f"volume:    {atoms.get_volume():.4f} -> {relaxed.get_volume():.4f} Å^3")
+    print(f"wrote:     {output}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- md
+def cmd_md(args) -> int:
+    from mlip.workflows.md import run_md, save_energy_plot
+
+    atoms = _read_structure(args.structure, args.index)
+    if args.supercell:
+        reps = list(args.supercell)
+        if len(reps) == 1:
+            reps = reps * 3
+        if len(reps) != 3 or any(r < 1 for r in reps):
+            raise CLIError(f"--supercell expects 1 or 3 positive integers, got {args.supercell}")
+        bad = [ax for ax, r, periodic in zip("abc", reps, atoms.pbc) if r > 1 and not periodic]
+        if bad:
+            raise CLIError(f"--supercell repeats along non-periodic direction(s) {', '.join(bad)}")
+        atoms = atoms.repeat(reps)
+    calc, label = _load_model(args.model, args.device, args.dtype)
+    _check_species(atoms, calc, args.structure)
+    out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CLIError(f"cannot create output directory {str(out_dir)!r}: {err}") from None
+    extra = ""
+    if args.ensemble == "nvt":
+        extra = f", friction {args.friction:g} 1/fs"
+    elif args.ensemble == "npt":
+        extra = f", pressure {args.pressure:g} GPa, {args.barostat} barostat"
+    print(f"model:     {label} ({_calc_label(calc)})")
+    print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})")
+    print(
+        f"md:        {args.ensemble.upper()}, T {args.temperature:g} K, dt {args.timestep:g} fs, "
+        f"{args.steps} steps{extra}",
+        flush=True,
+    )
+    result = run_md(
+        atoms,
+        calc,
+        ensemble=args.ensemble,
+        temperature=args.temperature,
+        timestep=args.timestep,
+        steps=args.steps,
+        friction=args.friction,
+        pressure=args.pressure,
+        seed=args.seed,
+        trajectory=str(out_dir / "md.traj"),
+        logfile=str(out_dir / "md.log"),
+        log_interval=args.log_interval,
+        progress=not args.no_progress,
+        barostat=args.barostat,
+    )
+    from mlip.workflows.model_loading import is_untrained
+
+    summary = {
+        "model": label,
+        "untrained": is_untrained(calc),
+        "structure": str(args.structure),
+        "settings": {
+            "ensemble": args.ensemble,
+            "temperature_K": args.temperature,
+            "timestep_fs": args.timestep,
+            "steps": args.steps,
+            "friction_per_fs": args.friction if args.ensemble == "nvt" else None,
+            "pressure_GPa": args.pressure if args.ensemble == "npt" else None,
+            "barostat": args.barostat if args.ensemble == "npt" else None,
+            "seed": args.seed,
+            "dtype": args.dtype,
+            "log_interval": args.log_interval,
+        },
+        **result.to_dict(),
+    }
+    with open(out_dir / "md_summary.json", "w") as fh:
+        json.dump(summary, fh, indent=2)
+    plot_note = ""
+    try:
+        save_energy_plot(result, out_dir / "energy.png")
+    except ImportError as err:
+        plot_note = f" (energy.png skipped: {err})"
+    temps = result.temperatures
+    print(f"final T:   {temps[-1]:.1f} K (mean {temps.mean():.1f} K over {len(temps)} frames)")
+    if args.ensemble == "nve":
+        print(
+            f"NVE energy drift: {result.drift_mev_per_atom_per_ps:+.4f} meV/atom/ps "
+            f"(max deviation {result.max_deviation_mev_per_atom:.4f} meV/atom)"
+        )
+    elif args.ensemble == "npt":
+        print(f"volume:    {result.volumes[0]:.3f} -> {result.volumes[-1]:.3f} Å^3")
+        if result.drift_mev_per_atom_per_ps is not None:
+            print(f"MTK conserved-energy drift: {result.drift_mev_per_atom_per_ps:+.4f} meV/atom/ps")
+    print(f"wrote:     {out_dir}/ md.traj md.log energy.png md_summary.json{plot_note}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- parser
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _nonneg_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def _add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
+    p.add_argument(
+        "--model",
+        default="default",
+        help="shipped model name, checkpoint path, or ASE calculator 'module:Class' "
+        "(e.g. ase.calculators.emt:EMT); default: %(default)s",
+    )
+    p.add_argument(
+        "--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1, ... (default: auto)"
+    )
+    p.add_argument("--dtype", default=dtype, choices=["float32", "float64"], help="default: %(default)s")
+    p.add_argument("--index", type=int, default=-1, help="frame of the structure file to use (default: last)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="CPU threads for torch (default: torch's choice); 1 is often fastest for small "
+        "structures and on a busy machine",
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors read ``mlip: error: ...`` for every subcommand, like all other input errors."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from mlip.version import __version__
+
+    parser = _Parser(
+        prog=PROG,
+        description="Machine-learning interatomic potentials: inspect/create checkpoints, relax, run MD.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("info", help="describe a checkpoint or shipped model")
+    p.add_argument("model", metavar="CHECKPOINT_OR_NAME")
+    p.add_argument("--json", action="store_true", help="print the full header as JSON")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("create", help="write a freshly initialised (untrained) checkpoint")
+    p.add_argument("architecture", metavar="ARCH")
+    p.add_argument("--species", nargs="+", required=True, help="elements, e.g. Cu Au")
+    p.add_argument("--cutoff", type=_positive_float, required=True, help="neighbour cutoff (Å)")
+    p.add_argument("--seed", type=int, default=None, help="weight initialisation seed")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="hyperparameter (value parsed as YAML); repeatable",
+    )
+    p.add_argument("-o", "--output", required=True, help="output .safetensors path")
+    p.set_defaults(func=cmd_create)
+
+    p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)")
+    p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")
+    _add_model_args(p, dtype="float64")
+    p.add_argument(
+        "--fmax", type=_positive_float, default=0.05, help="force threshold in eV/Å (default: 0.05)"
+    )
+    p.add_argument("--steps", type=_nonneg_int, default=500, help="maximum optimiser steps (default: 500)")
+    p.add_argument(
+        "--no-cell-filter",
+        dest="cell_filter",
+        action="store_false",
+        help="keep the cell fixed (bulk structures)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        help="relaxed structure file (default: <stem>_relaxed.extxyz in the current directory)",
+    )
+    p.add_argument("--trajectory", help="optional ASE .traj file of the optimisation")
+    p.set_defaults(func=cmd_relax)
+
+    p = sub.add_parser("md", help="molecular dynamics (NVE, NVT Langevin, NPT MTK)")
+    p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")
+    _add_model_args(p, dtype="float32")
+    p.add_argument("--ensemble", choices=["nve", "nvt", "npt"], default="nve", help="default: nve")
+    p.add_argument("--temperature", type=_nonneg_float, default=300.0, help="K (default: 300)")
+    p.add_argument("--timestep", type=_positive_float, default=1.0, help="fs (default: 1)")
+    p.add_argument("--steps", type=_nonneg_int, default=1000, help="default: 1000")
+    p.add_argument(
+        "--friction", type=_positive_float, default=0.01, help="Langevin friction, 1/fs (default: 0.01)"
+    )
+    p.add_argument("--pressure", type=float, default=0.0, help="NPT pressure, GPa (default: 0)")
+    p.add_argument("--barostat", choices=["isotropic", "anisotropic"], default="isotropic", help="NPT only")
+    p.add_argument("--seed", type=int, default=None, help="velocity / thermostat random seed")
+    p.add_argument("--supercell", type=int, nargs="+", metavar="N", help="repeat the cell, e.g. 3 3 3 (or 3)")
+    p.add_argument(
+        "--log-interval", type=_positive_int, default=10, help="steps between logged frames (default: 10)"
+    )
+    p.add_argument("--out-dir", help="output directory (default: <stem>_md in the current directory)")
+    p.set_defaults(func=cmd_md)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the ``mlip`` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help/--version (0) or a usage error (2, already printed)
+        return int(exit_.code or 0)
+    args.argv = argv
+
+    from ase.calculators.calculator import PropertyNotImplementedError
+
+    threads = getattr(args, "threads", None)
+    debug = os.environ.get("MLIP_DEBUG", "") not in ("", "0")
+    previous_threads = None
+    try:
+        if threads is not None:
+            import torch
+
+            previous_threads = torch.get_num_threads()
+            torch.set_num_threads(threads)
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except (CLIError, ValueError, FileNotFoundError, PropertyNotImplementedError, OSError) as err:
+        if debug:
+            raise
+        msg = str(err) or type(err).__name__
+        if isinstance(err, FileNotFoundError) and err.filename and str(err.filename) not in msg:
+            msg = f"{msg}: {err.filename}"
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        if debug:
+            raise
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        if previous_threads is not None:  # main() may run inside a larger program (tests)
+            import torch
+
+            torch.set_num_threads(previous_threads)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Simulation workflows on top of any ASE calculator: geometry relaxation and molecular dynamics.
+
+>>> from ase.build import bulk
+>>> from mlip.workflows import relax, run_md
+>>> result = relax(bulk("Cu", cubic=True).repeat(2), "ase.calculators.emt:EMT", progress=False)
+>>> result.converged
+True
+
+``calculator`` arguments accept everything :func:`resolve_calculator` does: a shipped model's
+name, a checkpoint path, an :class:`mlip.Potential`, an ASE calculator, or ``"module:Class"``.
+"""
+
+from mlip.workflows.md import ENSEMBLES, MDResult, energy_drift, run_md, save_energy_plot
+from mlip.workflows.model_loading import (
+    accepted_forms,
+    describe_model,
+    is_untrained,
+    potential_of,
+    resolve_calculator,
+)
+from mlip.workflows.relax import RelaxResult, relax
+
+__all__ = [
+    "ENSEMBLES",
+    "MDResult",
+    "RelaxResult",
+    "accepted_forms",
+    "describe_model",
+    "energy_drift",
+    "is_untrained",
+    "potential_of",
+    "relax",
+    "resolve_calculator",
+    "run_md",
+    "save_energy_plot",
+]

@@ -1,0 +1,167 @@
+"""Turn whatever a user calls "the model" into an ASE calculator.
+
+Every workflow (relaxation, MD, phonons, Matbench Discovery) accepts the same forms, resolved by
+:func:`resolve_calculator`:
+
+* the name of a shipped model (``"default"``, ``"platonic-untrained"``, ... see
+  :func:`mlip.pretrained.available`);
+* the path of an mlip checkpoint (``.safetensors``);
+* an :class:`mlip.Potential` object;
+* an ASE calculator instance (returned as is), or an ASE calculator class (instantiated with no
+  arguments);
+* an import path ``"package.module:ClassName"`` of an ASE calculator class, instantiated with no
+  arguments, e.g. ``"ase.calculators.emt:EMT"`` (handy to compare against a reference potential).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from pathlib import Path
+from typing import Optional, Union
+
+from ase.calculators.calculator import BaseCalculator
+
+from mlip import pretrained
+from mlip.potential import Potential
+
+ModelSpec = Union[str, os.PathLike, Potential, BaseCalculator, type]
+
+#: ``package.module:ClassName`` (dotted module path, a colon, a Python identifier)
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+#: file suffixes that make an unknown string look like a (missing) checkpoint path
+_CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".ckpt", ".model")
+
+
+def accepted_forms() -> str:
+    """One paragraph describing what ``model`` may be (used in error messages and CLI help)."""
+    names = ", ".join(["default"] + pretrained.available())
+    return (
+        "a shipped model name (" + names + "), the path of an mlip checkpoint (.safetensors), "
+        "an mlip.Potential, an ASE calculator instance or class, or the import path of an ASE "
+        "calculator class as 'package.module:ClassName' (e.g. 'ase.calculators.emt:EMT')"
+    )
+
+
+def _calculator_from_import_path(spec: str) -> BaseCalculator:
+    module_name, attr = spec.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"model {spec!r}: cannot import module {module_name!r} ({err})") from None
+    if not hasattr(module, attr):
+        raise ValueError(f"model {spec!r}: module {module_name!r} has no attribute {attr!r}")
+    return _calculator_from_class(getattr(module, attr), spec)
+
+
+def _calculator_from_class(cls, label: str) -> BaseCalculator:
+    if not isinstance(cls, type) or not issubclass(cls, BaseCalculator):
+        raise ValueError(f"model {label!r} is not an ASE calculator class (got {cls!r})")
+    try:
+        calc = cls()
+    except TypeError as err:
+        raise ValueError(
+            f"model {label!r}: calculator class cannot be created without arguments ({err}); "
+            "create the calculator yourself and pass the instance"
+        ) from None
+    return calc
+
+
+def resolve_calculator(
+    model: ModelSpec = "default",
+    device: str = "auto",
+    dtype: str = "float32",
+    **calculator_kwargs,
+) -> BaseCalculator:
+    """An ASE calculator for ``model`` (see the module docstring for the accepted forms).
+
+    Args:
+        model: shipped model name, checkpoint path, :class:`mlip.Potential`, ASE calculator
+            (instance or class) or ``"package.module:ClassName"``.
+        device: for mlip potentials: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
+        dtype: for mlip potentials: ``"float32"`` (MD) or ``"float64"`` (relaxations, phonons).
+        **calculator_kwargs: passed on to :class:`mlip.MLIPCalculator` (e.g. ``neighbor_backend``).
+
+    ``device``, ``dtype`` and ``calculator_kwargs`` only apply to mlip potentials; foreign ASE
+    calculators are used as they are.
+
+    Raises:
+        FileNotFoundError: ``model`` looks like a checkpoint path that does not exist.
+        ValueError: ``model`` is an unknown string (the message lists the accepted forms and the
+            shipped models), an import path that cannot be imported, or not a calculator class;
+            also for a corrupted checkpoint (:class:`mlip.CheckpointError`).
+        TypeError: ``model`` has an unsupported type.
+
+    Loading an untrained shipped model emits :class:`mlip.pretrained.UntrainedModelWarning`;
+    :func:`is_untrained` tells whether a calculator serves such a model.
+    """
+    from mlip.calculators import MLIPCalculator
+    from mlip.checkpoint import load_potential
+
+    if isinstance(model, BaseCalculator):
+        return model
+    if isinstance(model, Potential):
+        return MLIPCalculator(model, device=device, dtype=dtype, **calculator_kwargs)
+    if isinstance(model, type):
+        return _calculator_from_class(model, getattr(model, "__qualname__", repr(model)))
+    if isinstance(model, os.PathLike):
+        model = os.fspath(model)
+    if not isinstance(model, str):
+        raise TypeError(
+            f"model must be a name, path, Potential or ASE calculator, got {type(model).__name__}"
+        )
+    spec = model.strip()
+    if not spec:
+        raise ValueError(f"empty model name; expected {accepted_forms()}")
+    # An existing file always wins (a checkpoint named like a shipped model is still a file).
+    if os.path.exists(spec):
+        if os.path.isdir(spec):
+            raise ValueError(
+                f"model {spec!r} is a directory, not a checkpoint file; expected {accepted_forms()}"
+            )
+        return MLIPCalculator(load_potential(spec), device=device, dtype=dtype, **calculator_kwargs)
+    if pretrained.is_known(spec):
+        return MLIPCalculator(load_potential(spec), device=device, dtype=dtype, **calculator_kwargs)
+    if _IMPORT_PATH.match(spec):
+        return _calculator_from_import_path(spec)
+    if os.sep in spec or "/" in spec or spec.lower().endswith(_CHECKPOINT_SUFFIXES):
+        raise FileNotFoundError(f"model checkpoint {spec!r} does not exist; expected {accepted_forms()}")
+    raise ValueError(f"unknown model {spec!r}; expected {accepted_forms()}")
+
+
+def potential_of(calculator) -> Optional[Potential]:
+    """The :class:`mlip.Potential` behind ``calculator``, or None for a foreign calculator."""
+    potential = getattr(calculator, "potential", None)
+    return potential if isinstance(potential, Potential) else None
+
+
+def is_untrained(calculator) -> bool:
+    """True when ``calculator`` serves an mlip potential marked untrained (random weights)."""
+    potential = potential_of(calculator)
+    return potential is not None and potential.metadata.get("trained") is False
+
+
+def describe_model(calculator, spec: Optional[ModelSpec] = None) -> str:
+    """A short human-readable label: the shipped name, checkpoint path or calculator class."""
+    potential = potential_of(calculator)
+    if potential is not None:
+        name = potential.metadata.get("name")
+        if name:
+            return str(name)
+        if isinstance(spec, (str, os.PathLike)):
+            return str(Path(spec))
+        return f"{potential.architecture} potential"
+    if isinstance(spec, str):
+        return spec
+    return type(calculator).__name__
+
+
+__all__ = [
+    "accepted_forms",
+    "describe_model",
+    "is_untrained",
+    "potential_of",
+    "resolve_calculator",
+]

@@ -1,0 +1,276 @@
+"""The ``mlip`` command line (run in-process through ``mlip.cli.main``) and the example scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ase.build import bulk
+from ase.io import read, write
+
+import mlip
+from mlip.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+CU_CIF = EXAMPLES / "structures" / "cu_fcc.cif"
+EMT = "ase.calculators.emt:EMT"
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_clean_error(code, err, *fragments):
+    assert code == 2
+    assert "mlip: error:" in err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+
+
+@pytest.fixture
+def rattled_cu(tmp_path):
+    atoms = bulk("Cu", "fcc", a=3.70, cubic=True)
+    atoms.rattle(0.1, seed=0)
+    path = tmp_path / "cu_rattled.extxyz"
+    write(path, atoms)
+    return path
+
+
+# ---------------------------------------------------------------------------------------- info / create
+def test_info_default_model_says_untrained(capsys):
+    code, out, err = run(capsys, "info", "default")
+    assert code == 0
+    assert "platonic" in out and "Cu" in out and "cutoff" in out and "parameters" in out
+    assert "package version" in out and "hyperparameters:" in out and "metadata:" in out
+    assert "trained:" in out and "NO" in out
+    assert "UNTRAINED" in err
+
+
+def test_info_json(capsys):
+    code, out, _ = run(capsys, "info", "platonic-untrained", "--json")
+    assert code == 0
+    header = json.loads(out)
+    assert header["architecture"] == "platonic" and header["metadata"]["trained"] is False
+    assert header["num_parameters"] > 0
+
+
+def test_create_then_info(tmp_path, capsys):
+    path = tmp_path / "cuau.safetensors"
+    hyper = ["--set", "num_layers=1", "--set", "channels=8", "--set", "attention=linear"]
+    base = ["create", "platonic", "--species", "Cu", "Au", "--cutoff", "4.5", "--seed", "3", *hyper]
+    code, out, _ = run(capsys, *base, "-o", path)
+    assert code == 0 and path.is_file() and str(path) in out
+    header = mlip.read_header(path)
+    assert header["species"] == ["Cu", "Au"] and header["cutoff"] == 4.5
+    assert header["hyperparameters"]["num_layers"] == 1 and header["hyperparameters"]["channels"] == 8
+    assert header["hyperparameters"]["attention"] == "linear"
+    assert header["metadata"]["trained"] is False and header["metadata"]["seed"] == 3
+    # same seed → same weights
+    again = tmp_path / "again.safetensors"
+    run(capsys, *base, "-o", again)
+    a, b = mlip.load_potential(path), mlip.load_potential(again)
+    assert all(np.array_equal(x.detach(), y.detach()) for x, y in zip(a.parameters(), b.parameters()))
+
+    code, out, err = run(capsys, "info", path)
+    assert code == 0 and "Cu Au" in out and "4.5" in out and "num_layers: 1" in out
+    assert "UNTRAINED" in err
+
+
+@pytest.mark.parametrize(
+    "argv, fragments",
+    [
+        (["create", "nope", "--species", "Cu", "--cutoff", "4"], ["unknown architecture", "nope"]),
+        (["create", "platonic", "--species", "Cu", "Xx", "--cutoff", "4"], ["Xx"]),
+        (["create", "platonic", "--species", "Cu", "--cutoff", "4", "--set", "bogus=1"], ["bogus"]),
+        (["create", "platonic", "--species", "Cu", "--cutoff", "4", "--set", "channels"], ["key=value"]),
+        (["create", "platonic", "--species", "Cu", "--cutoff", "4", "--set", "channels=abc"], ["channels"]),
+        (["create", "platonic", "--species", "Cu", "--cutoff", "-1"], ["positive"]),
+        (["info", "no-such-model"], ["no-such-model", "platonic-untrained"]),
+    ],
+)
+def test_create_and_info_errors(tmp_path, capsys, argv, fragments):
+    if argv[0] == "create":
+        argv = argv + ["-o", str(tmp_path / "x.safetensors")]
+    code, _, err = run(capsys, *argv)
+    assert_clean_error(code, err, *fragments)
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_info_corrupt_checkpoint(tmp_path, capsys):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a checkpoint")
+    code, _, err = run(capsys, "info", bad)
+    assert_clean_error(code, err, "bad.safetensors")
+
+
+# ---------------------------------------------------------------------------------------- relax
+def test_relax_with_emt_writes_readable_structure(rattled_cu, tmp_path, capsys):
+    out_path = tmp_path / "relaxed.extxyz"
+    code, out, err = run(capsys, "relax", rattled_cu, "--model", EMT, "--fmax", "0.05", "-o", out_path)
+    assert code == 0, err
+    assert "converged: yes" in out and "energy:" in out and str(out_path) in out
+    assert "UNTRAINED" not in err
+    relaxed = read(out_path)
+    assert len(relaxed) == 4
+    assert relaxed.info["converged"] is True
+    assert np.abs(relaxed.get_forces()).max() < 0.05
+    start = read(rattled_cu)
+    assert relaxed.get_potential_energy() < _emt_energy(start)
+    assert relaxed.get_volume() < start.get_volume()  # cell relaxed towards EMT's a ≈ 3.59 Å
+
+
+def _emt_energy(atoms):
+    from ase.calculators.emt import EMT as EMTCalc
+
+    atoms = atoms.copy()
+    atoms.calc = EMTCalc()
+    return atoms.get_potential_energy()
+
+
+def test_relax_default_output_name_and_no_cell_filter(rattled_cu, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "relax", rattled_cu, "--model", EMT, "--no-cell-filter", "--no-progress")
+    assert code == 0
+    relaxed = read(tmp_path / "cu_rattled_relaxed.extxyz")
+    assert np.allclose(relaxed.cell, read(rattled_cu).cell)
+    assert "positions only" in out
+
+
+def test_relax_default_model_says_untrained(tmp_path, capsys):
+    out_path = tmp_path / "cu.extxyz"
+    code, out, err = run(capsys, "relax", CU_CIF, "--steps", "2", "--threads", "1", "-o", out_path)
+    assert code == 0, err
+    assert "NOTE: model 'platonic-untrained' is UNTRAINED (random weights)" in err
+    assert out_path.is_file() and "float64" in out  # relaxations default to float64
+
+
+# ---------------------------------------------------------------------------------------- md
+def test_md_nve_with_emt_writes_outputs(tmp_path, capsys):
+    out_dir = tmp_path / "md"
+    code, out, err = run(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "nve", "--temperature", "300",
+                         "--timestep", "1", "--steps", "100", "--seed", "0", "--supercell", "2", "2", "2",
+                         "--out-dir", out_dir)
+    assert code == 0, err
+    for name in ("md.traj", "md.log", "energy.png", "md_summary.json"):
+        assert (out_dir / name).is_file(), name
+    summary = json.loads((out_dir / "md_summary.json").read_text())
+    assert summary["n_atoms"] == 32 and summary["settings"]["ensemble"] == "nve"
+    assert abs(summary["drift_mev_per_atom_per_ps"]) < 1.0
+    assert len(summary["total_energies"]) == 11
+    assert "NVE energy drift:" in out and "meV/atom/ps" in out
+    frames = read(out_dir / "md.traj", index=":")
+    assert len(frames) == 11 and len(frames[-1]) == 32
+
+
+def test_md_npt_and_nvt_with_emt(tmp_path, capsys):
+    code, out, err = run(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "npt", "--pressure", "5",
+                         "--steps", "40", "--supercell", "2", "--seed", "1", "--out-dir", tmp_path / "npt")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "npt" / "md_summary.json").read_text())
+    assert summary["volumes"][-1] != summary["volumes"][0]
+    assert "volume:" in out
+    code, out, err = run(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "nvt", "--friction", "0.05",
+                         "--steps", "20", "--out-dir", tmp_path / "nvt")
+    assert code == 0, err
+    assert json.loads((tmp_path / "nvt" / "md_summary.json").read_text())["drift_mev_per_atom_per_ps"] is None
+
+
+def test_md_default_model_float32(tmp_path, capsys):
+    code, out, err = run(capsys, "md", CU_CIF, "--steps", "4", "--log-interval", "2", "--threads", "1",
+                         "--out-dir", tmp_path / "md")
+    assert code == 0, err
+    assert "UNTRAINED" in err and "float32" in out
+    summary = json.loads((tmp_path / "md" / "md_summary.json").read_text())
+    assert summary["untrained"] is True and summary["model"] == "platonic-untrained"
+
+
+def test_md_npt_on_a_molecule_is_a_clean_error(tmp_path, capsys):
+    path = tmp_path / "dimer.xyz"
+    path.write_text("2\n\nCu 0 0 0\nCu 0 0 2.4\n")
+    code, _, err = run(capsys, "md", path, "--model", EMT, "--ensemble", "npt", "--steps", "2",
+                       "--out-dir", tmp_path / "o")
+    assert_clean_error(code, err, "periodic in all three directions")
+    code, _, err = run(capsys, "md", path, "--model", EMT, "--supercell", "2", "--out-dir", tmp_path / "o")
+    assert_clean_error(code, err, "non-periodic")
+
+
+# ---------------------------------------------------------------------------------------- bad input
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("command", ["relax", "md"])
+def test_bad_input_exits_2_naming_the_problem(tmp_path, capsys, command):
+    extra = ["--steps", "1", "--no-progress"]
+    if command == "md":
+        extra += ["--out-dir", str(tmp_path / "o")]
+    cases = [
+        # missing file
+        ([tmp_path / "missing.xyz"], ["missing.xyz", "does not exist"]),
+        # a symbol that is not an element
+        ([_write(tmp_path, "xx.xyz", "2\n\nXx 0 0 0\nCu 0 0 2.5\n")], ["xx.xyz", "Xx"]),
+        # an element the model does not cover (the default model: Al Cu Ag Au Ni Pd Pt)
+        ([_write(tmp_path, "fe.xyz", "2\n\nFe 0 0 0\nCu 0 0 2.5\n")], ["Fe", "not supported"]),
+        # NaN coordinates (rejected for every model, also foreign calculators)
+        ([_write(tmp_path, "nan.xyz", "2\n\nCu nan 0 0\nCu 0 0 2.5\n"), "--model", EMT], ["NaN"]),
+        # unreadable content
+        ([_write(tmp_path, "junk.xyz", "this is not a structure\n")], ["junk.xyz", "cannot read"]),
+        # unknown model name / missing checkpoint / bad import path
+        ([CU_CIF, "--model", "no-such-model"], ["no-such-model", "platonic-untrained"]),
+        ([CU_CIF, "--model", str(tmp_path / "nope.safetensors")], ["nope.safetensors", "does not exist"]),
+        ([CU_CIF, "--model", "no_such_pkg.mod:Calc"], ["no_such_pkg"]),
+    ]
+    for args, fragments in cases:
+        code, _, err = run(capsys, command, *args, *extra)
+        assert_clean_error(code, err, *fragments)
+
+
+def test_argparse_errors_return_2(capsys):
+    code, _, err = run(capsys, "md", str(CU_CIF), "--ensemble", "nph")
+    assert code == 2 and "invalid choice" in err
+    code, _, err = run(capsys, "relax", str(CU_CIF), "--fmax", "-1")
+    assert code == 2 and "positive" in err
+    code, _, _ = run(capsys)
+    assert code == 2
+
+
+def test_python_dash_m_mlip():
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlip", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0
+    for command in ("info", "create", "relax", "md"):
+        assert command in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------- examples
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_example_runs(script, tmp_path):
+    env = dict(os.environ)
+    # Small structures run fastest on one thread, and a single thread keeps the run time steady
+    # when other processes share the CPU: torch's OpenMP and numpy's OpenBLAS worker threads
+    # spin-wait, and on a loaded 2-core machine that made these scripts 5-50x slower.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # same for numpy/scipy (FrechetCellFilter's expm/logm)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip(), "examples print what they did"
