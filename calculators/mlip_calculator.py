@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
+from mlip.allocator import tune_malloc
 from mlip.graph import batch_atoms, validate_atoms
 from mlip.potential import Potential
 
@@ -89,6 +90,8 @@ class MLIPCalculator(Calculator):
         if params and (params[0].device != self.device or any(p.dtype != self.dtype for p in params)):
             potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
         self.potential = potential.eval()
+        if self.device.type == "cpu":
+            tune_malloc()  # linear cost in system size on CPU (see mlip.allocator)
 
     def check_state(self, atoms, tol: float = 1e-15):
         changes = super().check_state(atoms, tol=tol)

@@ -34,7 +34,7 @@ ARCHITECTURES = {
         "group",
     ),
     "platonic-linear": (
-        dict(name="platonic", group="octahedral", channels=4, num_layers=2, num_heads=1, head_dim=4,
+        dict(name="platonic", group="octahedral", channels=4, num_layers=2, num_heads=2, head_dim=2,
              attention="linear"),
         "group",
     ),

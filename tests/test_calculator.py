@@ -153,3 +153,21 @@ def test_isolated_atom_and_molecule_far_away(cu_calc):
     e_near = mol.get_potential_energy()
     mol.positions += 1e5
     assert mol.get_potential_energy() == pytest.approx(e_near, rel=1e-6)
+
+
+def test_malloc_tuning_can_be_disabled(monkeypatch):
+    import sys
+
+    from mlip import allocator
+
+    monkeypatch.setattr(allocator, "_applied", None)
+    monkeypatch.setenv("MLIP_TUNE_MALLOC", "0")
+    assert allocator.tune_malloc() is False
+    monkeypatch.setattr(allocator, "_applied", None)
+    monkeypatch.delenv("MLIP_TUNE_MALLOC")
+    applied = allocator.tune_malloc()
+    if sys.platform.startswith("linux"):
+        import platform
+
+        if platform.libc_ver()[0] == "glibc":
+            assert applied is True
