@@ -175,3 +175,18 @@ def test_float32_matches_float64(arch):
     # float32 has ~6e-8 relative precision; sums over ~10⁴ terms lose ~2 digits.
     assert e32 == pytest.approx(e64, rel=1e-5)
     assert np.abs(f32 - f64).max() <= 1e-3 * np.abs(f64).max()
+
+
+def test_icosahedral_exact_after_float32_round_trip():
+    """Casting to float32 and back (as a float32 checkpoint used in float64 does) keeps the group exact."""
+    from mlip.models import create_model
+
+    potential = create_model("platonic", species=["Cu", "Au"], cutoff=4.0, seed=2, group="icosahedral",
+                              channels=4, num_layers=1, num_heads=1, head_dim=4).float().double()
+    atoms = STRUCTURES["triclinic"]()
+    ref = evaluate(potential, atoms)
+    frames = potential.model.frames.numpy()
+    energies, forces, _ = evaluate_batch(potential, [rotated(atoms, R) for R in frames[::7]])
+    for R, e, f in zip(frames[::7], energies, forces):
+        assert_close(e, ref["energy"], abs(ref["energy"]), what="energy")
+        assert_close(f, ref["forces"] @ R.T, np.abs(ref["forces"]).max(), what="forces")

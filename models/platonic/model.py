@@ -62,7 +62,6 @@ class PlatonicTransformer(nn.Module):
         self.group_name = g.name
         self.group_order = g.order
         self.channels = int(channels)
-        self.register_buffer("frames", g.elements.clone(), persistent=False)
         self.embedding = nn.Embedding(num_species, channels)
         self.envelope = PolynomialEnvelope(cutoff, envelope_exponent)
         self.radial = BesselBasis(cutoff, num_radial)
@@ -78,6 +77,15 @@ class PlatonicTransformer(nn.Module):
         self.norm_out = nn.LayerNorm(channels)
         self.readout1 = GroupLinear(g, channels, channels)
         self.readout2 = GroupLinear(g, channels, 1)
+
+    @property
+    def frames(self) -> torch.Tensor:
+        """[G, 3, 3] group elements R_g in float64 (CPU).
+
+        Deliberately not a buffer: casting the model to float32 and back must not round the
+        icosahedral group's irrational entries, so the frames are always taken from the group.
+        """
+        return get_group(self.group_name).elements
 
     def forward(
         self,
@@ -100,7 +108,7 @@ class PlatonicTransformer(nn.Module):
         length = torch.where(nonzero, length, torch.zeros_like(length))
         envelope = self.envelope(length)
         radial = self.radial(length) * envelope.unsqueeze(-1)
-        frame_vec = frame_vectors(self.frames, vec)
+        frame_vec = frame_vectors(self.frames.to(vec.device), vec)
 
         x = self.embedding(species).to(dtype)
         x = x.unsqueeze(1).expand(n, self.group_order, self.channels)
