@@ -10,7 +10,7 @@ import torch
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
 from mlip.allocator import tune_malloc
-from mlip.graph import batch_atoms, validate_atoms
+from mlip.graph import batch_atoms
 from mlip.potential import Potential
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, torch.float32: torch.float32, torch.float64: torch.float64}
@@ -104,21 +104,21 @@ class MLIPCalculator(Calculator):
             properties = self.implemented_properties
         super().calculate(atoms, properties, system_changes)
         atoms = self.atoms
-        validate_atoms(atoms, allowed_numbers=self.potential.atomic_numbers.tolist())
-        has_volume = atoms.cell.rank == 3 and abs(atoms.cell.volume) > 0
-        if "stress" in properties and not has_volume:
-            raise PropertyNotImplementedError(
-                "stress needs a cell with non-zero volume (this structure has "
-                f"cell rank {atoms.cell.rank}, pbc={atoms.pbc.tolist()})"
-            )
-        graph = batch_atoms(
+        graph = batch_atoms(  # validates the structure first (ValueError naming the problem)
             [atoms],
             self.potential.cutoff,
             dtype=self.dtype,
             device=self.device,
             neighbor_backend=self.neighbor_backend,
             recenter=True,
+            allowed_numbers=self.potential.atomic_numbers.tolist(),
         )
+        has_volume = atoms.cell.rank == 3 and abs(atoms.cell.volume) > 0
+        if "stress" in properties and not has_volume:
+            raise PropertyNotImplementedError(
+                "stress needs a cell with non-zero volume (this structure has "
+                f"cell rank {atoms.cell.rank}, pbc={atoms.pbc.tolist()})"
+            )
         out = self.potential(graph, compute_forces=True, compute_stress=has_volume)
         energy = float(out["energy"].detach().to(torch.float64).cpu()[0])
         if not np.isfinite(energy):

@@ -134,6 +134,7 @@ def batch_atoms(
     device=None,
     neighbor_backend: str = "auto",
     recenter: bool = False,
+    allowed_numbers: Optional[Sequence[int]] = None,
 ) -> AtomicGraph:
     """Build one :class:`AtomicGraph` from several ``ase.Atoms``.
 
@@ -141,13 +142,14 @@ def batch_atoms(
     With ``recenter=True`` every structure is translated so that its centroid is at the origin
     (done in float64 before casting), which keeps float32 evaluations of structures far from the
     origin as accurate as near it; energies, forces and stress are translation invariant, so
-    results are unchanged.
+    results are unchanged. Every structure is checked by :func:`validate_atoms` (with
+    ``allowed_numbers``, when given, as the elements a potential supports).
     """
     if len(atoms_list) == 0:
         raise ValueError("no structures given")
     for k, atoms in enumerate(atoms_list):
         try:
-            validate_atoms(atoms)
+            validate_atoms(atoms, allowed_numbers)
         except ValueError as err:
             if len(atoms_list) == 1:
                 raise
