@@ -156,7 +156,7 @@ def test_isolated_atom_and_molecule_far_away(cu_calc):
 
 
 def test_malloc_tuning_can_be_disabled(monkeypatch):
-    import sys
+    import platform
 
     from mlip import allocator
 
@@ -166,8 +166,5 @@ def test_malloc_tuning_can_be_disabled(monkeypatch):
     monkeypatch.setattr(allocator, "_applied", None)
     monkeypatch.delenv("MLIP_TUNE_MALLOC")
     applied = allocator.tune_malloc()
-    if sys.platform.startswith("linux"):
-        import platform
-
-        if platform.libc_ver()[0] == "glibc":
-            assert applied is True
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert applied is True

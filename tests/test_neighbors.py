@@ -264,14 +264,20 @@ def _batch_structures():
     return structs
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_batched_equals_per_structure(backend):
-    cutoff = 4.7
-    structs = _batch_structures()
+def _batch_tensors(structs):
+    """(positions [N, 3] float64, cells [B, 3, 3] float64, pbc [B, 3], batch [N]) of (pos, cell, pbc) tuples."""
     pos = torch.as_tensor(np.concatenate([s[0] for s in structs]), dtype=torch.float64)
     cells = torch.as_tensor(np.stack([s[1] for s in structs]), dtype=torch.float64)
     pbcs = torch.tensor([list(s[2]) for s in structs])
     batch = torch.cat([torch.full((len(s[0]),), g, dtype=torch.long) for g, s in enumerate(structs)])
+    return pos, cells, pbcs, batch
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batched_equals_per_structure(backend):
+    cutoff = 4.7
+    structs = _batch_structures()
+    pos, cells, pbcs, batch = _batch_tensors(structs)
     e_all, s_all, off = [], [], 0
     for p, c, b in structs:
         ref = _ase_ref(p, c, b, cutoff) if len(p) else _lexsorted([], [], np.zeros((0, 3)))
@@ -290,10 +296,7 @@ def test_batched_equals_per_structure(backend):
 
 def test_batched_backends_agree_and_auto():
     structs = _batch_structures()
-    pos = torch.as_tensor(np.concatenate([s[0] for s in structs]))
-    cells = torch.as_tensor(np.stack([s[1] for s in structs]))
-    pbcs = torch.tensor([list(s[2]) for s in structs])
-    batch = torch.cat([torch.full((len(s[0]),), g, dtype=torch.long) for g, s in enumerate(structs)])
+    pos, cells, pbcs, batch = _batch_tensors(structs)
     out = [batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend=b) for b in ("vesin", "torch", "auto")]
     for ei, sh in out[1:]:
         assert torch.equal(ei, out[0][0]) and torch.equal(sh, out[0][1])
@@ -302,10 +305,7 @@ def test_batched_backends_agree_and_auto():
 def test_key_overflow_fallbacks(monkeypatch):
     """Tiny key limit: exercises gap compaction, the per-structure loop and the sort fallback."""
     structs = _batch_structures()
-    pos = torch.as_tensor(np.concatenate([s[0] for s in structs]))
-    cells = torch.as_tensor(np.stack([s[1] for s in structs]))
-    pbcs = torch.tensor([list(s[2]) for s in structs])
-    batch = torch.cat([torch.full((len(s[0]),), g, dtype=torch.long) for g, s in enumerate(structs)])
+    pos, cells, pbcs, batch = _batch_tensors(structs)
     expected = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="torch")
     monkeypatch.setattr(_cl, "_KEY_LIMIT", 200_000)
     got = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="torch")
@@ -317,10 +317,7 @@ def test_key_overflow_fallbacks(monkeypatch):
 def test_small_chunks(monkeypatch):
     """Tiny query blocks and candidate chunks give the same result (chunking logic)."""
     structs = _batch_structures()
-    pos = torch.as_tensor(np.concatenate([s[0] for s in structs]))
-    cells = torch.as_tensor(np.stack([s[1] for s in structs]))
-    pbcs = torch.tensor([list(s[2]) for s in structs])
-    batch = torch.cat([torch.full((len(s[0]),), g, dtype=torch.long) for g, s in enumerate(structs)])
+    pos, cells, pbcs, batch = _batch_tensors(structs)
     expected = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="vesin")
     monkeypatch.setattr(_cl, "_QBLOCK", 7)
     monkeypatch.setattr(_cl, "_CHUNK", 50)

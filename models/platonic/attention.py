@@ -89,12 +89,12 @@ class FrameAttention(nn.Module):
             denom = scatter_sum(w, i, n)
         else:
             w = env * logits
-            denom = scatter_sum(envelope, i, n).view(n, 1, 1).expand(n, G, H)
+            denom = scatter_sum(envelope, i, n).view(n, 1, 1)  # broadcasts over frames and heads
         # Weighted rotated values w Rot(θ) v_j, with the weight folded into cos and sin.
         v = self.v_proj(x).view(n, G, H, F, 2).index_select(0, j)
         v0, v1 = v[..., 0], v[..., 1]
         wc = w.unsqueeze(-1) * cos
         ws = w.unsqueeze(-1) * sin
         msg = torch.stack((wc * v0 - ws * v1, ws * v0 + wc * v1), dim=-1)  # [E, G, H, F, 2]
-        out = scatter_sum(msg, i, n) / denom.view(n, G, H, 1, 1)
+        out = scatter_sum(msg, i, n) / denom[..., None, None]
         return self.out_proj(out.reshape(n, G, H * 2 * F))
