@@ -2,6 +2,7 @@
 
     mlip info default
     mlip create platonic --species Cu Au --cutoff 4.5 --seed 0 -o cuau.safetensors
+    mlip create --config models/configs/equiformer_v3_mp.yaml -o eqv3-mp.safetensors
     mlip relax structure.cif --model default --fmax 0.05
     mlip md structure.cif --model default --ensemble nve --temperature 300 --steps 1000 --supercell 3 3 3
 
@@ -191,10 +192,28 @@ def cmd_create(args) -> int:
     from mlip.checkpoint import save_potential
     from mlip.models import create_model
 
-    hyperparameters = _parse_set(args.set)
+    from mlip.models import load_model_config
+
+    config = {}
+    if args.config:
+        try:
+            config = load_model_config(args.config)
+        except ValueError as err:
+            raise CLIError(str(err)) from None
+    architecture = args.architecture or config.pop("name", None)
+    config.pop("name", None)
+    species = args.species or config.pop("species", None)
+    cutoff = args.cutoff or config.pop("cutoff", None)
+    config.pop("species", None)
+    config.pop("cutoff", None)
+    for what, value in (("an architecture", architecture), ("--species", species), ("--cutoff", cutoff)):
+        if value is None:
+            raise CLIError(f"create needs {what} (on the command line or in --config)")
+    args.architecture = architecture
+    hyperparameters = {**config, **_parse_set(args.set)}
     try:
         potential = create_model(
-            args.architecture, species=args.species, cutoff=args.cutoff, seed=args.seed, **hyperparameters
+            architecture, species=species, cutoff=cutoff, seed=args.seed, **hyperparameters
         )
     except TypeError as err:  # unknown hyperparameter names
         raise CLIError(str(err)) from None
@@ -438,9 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("create", help="write a freshly initialised (untrained) checkpoint")
-    p.add_argument("architecture", metavar="ARCH")
-    p.add_argument("--species", nargs="+", required=True, help="elements, e.g. Cu Au")
-    p.add_argument("--cutoff", type=_positive_float, required=True, help="neighbour cutoff (Å)")
+    p.add_argument("architecture", metavar="ARCH", nargs="?", help="platonic or equiformer_v3 (or from --config)")
+    p.add_argument("--config", metavar="YAML", help="model config file (create_model arguments, name included)")
+    p.add_argument("--species", nargs="+", help="elements, e.g. Cu Au")
+    p.add_argument("--cutoff", type=_positive_float, help="neighbour cutoff (Å)")
     p.add_argument("--seed", type=int, default=None, help="weight initialisation seed")
     p.add_argument(
         "--set",

@@ -18,6 +18,7 @@ from mlip.potential import Potential
 
 _REGISTRY: Dict[str, str] = {
     "platonic": "mlip.models.platonic.model:PlatonicTransformer",
+    "equiformer_v3": "mlip.models.equiformer_v3.model:EquiformerV3",
 }
 
 
@@ -99,9 +100,57 @@ def create_model(
     )
 
 
+def load_model_config(path) -> dict:
+    """Read a model configuration file (YAML): ``create_model``'s arguments, ``name`` included.
+
+    Shipped configurations live in ``mlip/models/configs`` (see :func:`config_path`). Raises
+    ValueError naming the file and the problem for a malformed file.
+    """
+    import yaml
+
+    path = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh)
+    except OSError as err:
+        raise ValueError(f"cannot read model config {path!r}: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"model config {path!r} is not valid YAML: {err}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"model config {path!r} must be a mapping of create_model arguments")
+    missing = [key for key in ("name", "species", "cutoff") if key not in config]
+    if missing:
+        raise ValueError(f"model config {path!r} lacks {', '.join(missing)}")
+    species = config["species"]
+    if not isinstance(species, list) or not all(isinstance(s, (str, int)) and not isinstance(s, bool)
+                                                for s in species):
+        raise ValueError(f"model config {path!r}: species must be a list of element symbols or numbers")
+    return config
+
+
+def config_path(name: str) -> str:
+    """Path of a configuration shipped with the package, e.g. ``config_path("equiformer_v3_mp")``."""
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "configs", f"{name}.yaml")
+    if not os.path.exists(path):
+        shipped = sorted(f[:-5] for f in os.listdir(os.path.dirname(path)) if f.endswith(".yaml"))
+        raise ValueError(f"no shipped model config {name!r}; available: {', '.join(shipped)}")
+    return path
+
+
+def create_model_from_config(path, seed: Optional[int] = None, **overrides) -> Potential:
+    """:func:`create_model` with the arguments of a config file (see :func:`load_model_config`)."""
+    config = {**load_model_config(path), **overrides}
+    return create_model(config.pop("name"), seed=seed, **config)
+
+
 __all__ = [
     "available_architectures",
+    "config_path",
     "create_model",
+    "create_model_from_config",
+    "load_model_config",
     "default_hyperparameters",
     "get_architecture",
     "register_architecture",

@@ -38,6 +38,17 @@ ARCHITECTURES = {
              attention="linear"),
         "group",
     ),
+    "equiformer-v3": (
+        dict(name="equiformer_v3", lmax=2, mmax=1, channels=8, num_layers=2, num_heads=2, alpha_channels=4,
+             value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=16, num_radial=6),
+        "so3",
+    ),
+    "equiformer-v3-gate-sepnorm": (
+        dict(name="equiformer_v3", lmax=2, mmax=2, channels=4, num_layers=2, num_heads=2, alpha_channels=4,
+             value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=8, num_radial=6,
+             activation="gate", norm="separate"),
+        "so3",
+    ),
 }
 
 SPECIES = ["Cu", "Au", "H", "C", "O"]

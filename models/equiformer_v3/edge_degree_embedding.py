@@ -1,0 +1,36 @@
+"""Edge-degree embedding: the initial equivariant features built from each atom's neighbours."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from mlip.scatter import scatter_sum
+
+from .radial_mlp import EdgeMLP
+
+
+class EdgeDegreeEmbedding(nn.Module):
+    """x_i += (1/avg_degree) Σ_j w(d_ij) · D_ijᵀ[:, m=0] · MLP(rbf(d_ij), Z_j, Z_i).
+
+    The MLP gives one m = 0 coefficient per (degree, channel) in the edge frame; rotating back with
+    the m = 0 columns of the inverse Wigner matrix makes it c_l · Y_l(r̂_ij). The envelope w makes
+    the sum smooth at the cutoff. Shapes: → [N, (L + 1)², C].
+    """
+
+    def __init__(self, lmax: int, channels: int, edge_channels: int, num_radial: int, num_embeddings: int,
+                 avg_degree: float):
+        super().__init__()
+        self.lmax, self.channels = int(lmax), int(channels)
+        self.avg_degree = float(avg_degree)
+        self.radial = EdgeMLP(num_radial, num_embeddings, edge_channels,
+                              [edge_channels, edge_channels, (lmax + 1) * channels])
+
+    def forward(self, edge_index, species, rbf, envelope, wigner, num_nodes: int) -> torch.Tensor:
+        i, j = edge_index[0], edge_index[1]
+        e = i.shape[0]
+        coeff = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, self.channels)
+        coeff = coeff * envelope[:, None, None]
+        # The m = 0 block is the first L + 1 rows of the m-primary layout.
+        msg = torch.bmm(wigner[:, : self.lmax + 1, :].transpose(1, 2), coeff)  # [E, K, C]
+        return scatter_sum(msg, i, num_nodes) / self.avg_degree

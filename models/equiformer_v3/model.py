@@ -1,0 +1,145 @@
+"""The EquiformerV3 energy model."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from mlip.radial import GaussianBasis, PolynomialEnvelope
+from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
+
+from .attention import EdgeAttention
+from .block import TransformerBlock
+from .edge_degree_embedding import EdgeDegreeEmbedding
+from .feed_forward import FeedForward
+from .layer_norm import make_norm
+
+
+class EquiformerV3(nn.Module):
+    """EquiformerV3 (arXiv 2604.09130) as a conservative energy model.
+
+    Node features are real spherical-harmonic coefficients [N, (L + 1)², C] (e3nn basis). Each
+    block is pre-norm equivariant graph attention (eSCN SO(2) convolutions in edge frames with
+    m-truncation, SwiGLU-S² on an exact sphere grid, one softmax per head with the smooth cutoff
+    inside) followed by a feed-forward network (SwiGLU-S², hidden width F). The per-atom energy is
+    an MLP of the final scalar channels; forces and stress come from autograd in
+    :class:`mlip.Potential`.
+
+    Symmetry: the energy is invariant under every rotation, translation and permutation (exactly,
+    up to rounding). It is **not** invariant under reflections: the edge-frame convolutions mix
+    degrees of both parities, so a structure and its mirror image (enantiomers) generally get
+    different energies, as in eSCN/EquiformerV2. The tests check both claims.
+
+    Edge frames are deterministic (:func:`mlip.so3.edge_rotation`) and Wigner matrices come from
+    rotation matrices without Euler angles (:func:`mlip.so3.wigner_D`): two evaluations are
+    bit-identical and gradients flow for every bond direction, axis-aligned ones included.
+
+    Args:
+        num_species: number of elements the potential handles.
+        cutoff: radius of the neighbour graph (Å).
+        lmax, mmax: highest degree L of node features and highest order M kept in edge frames.
+        channels: C, channels per (l, m) component.
+        num_layers: transformer blocks.
+        num_heads: attention heads H.
+        alpha_channels: A, width of each head's logit MLP (default C/2).
+        value_channels: V, channels per head of the value (default C/8).
+        attn_hidden_channels: h, channels of the edge message after the first SO2Linear (default C/4).
+        ffn_hidden_channels: F, hidden width of the feed-forward network and energy head (default 4C).
+        edge_channels: width of the edge MLPs and their element embeddings (default C).
+        num_radial: Gaussian radial basis functions (centres on [0, r_c], width 2Δ).
+        num_embeddings: rows of every element-embedding table (default ``num_species``; the
+            published models use 128 and index them by species).
+        avg_degree: normaliser of the edge-degree embedding (a constant, 23.395 as published).
+        activation: ``"swiglu_s2"`` (paper) or ``"gate"`` (ablation), in attention and feed-forward.
+        norm: ``"merged"`` (paper) or ``"separate"`` per-degree layer norm (ablation).
+        envelope_exponent: p of the polynomial cutoff envelope (5: C²).
+        softmax_eps: ε in the smooth-cutoff softmax denominator.
+    """
+
+    def __init__(
+        self,
+        num_species: int,
+        cutoff: float,
+        lmax: int = 4,
+        mmax: int = 2,
+        channels: int = 128,
+        num_layers: int = 7,
+        num_heads: int = 8,
+        alpha_channels: Optional[int] = None,
+        value_channels: Optional[int] = None,
+        attn_hidden_channels: Optional[int] = None,
+        ffn_hidden_channels: Optional[int] = None,
+        edge_channels: Optional[int] = None,
+        num_radial: int = 10,
+        num_embeddings: Optional[int] = None,
+        avg_degree: float = 23.395,
+        activation: str = "swiglu_s2",
+        norm: str = "merged",
+        envelope_exponent: int = 5,
+        softmax_eps: float = 1e-16,
+    ):
+        super().__init__()
+        if not 0 <= mmax <= lmax:
+            raise ValueError(f"need 0 <= mmax <= lmax, got lmax={lmax}, mmax={mmax}")
+        for name, value in dict(channels=channels, num_layers=num_layers, num_heads=num_heads,
+                                num_radial=num_radial).items():
+            if int(value) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        num_embeddings = num_species if num_embeddings is None else int(num_embeddings)
+        if num_embeddings < num_species:
+            raise ValueError(f"num_embeddings={num_embeddings} is smaller than the number of species {num_species}")
+        alpha_channels = alpha_channels or max(1, channels // 2)
+        value_channels = value_channels or max(1, channels // 8)
+        attn_hidden_channels = attn_hidden_channels or max(1, channels // 4)
+        ffn_hidden_channels = ffn_hidden_channels or 4 * channels
+        edge_channels = edge_channels or channels
+        self.lmax, self.mmax, self.channels = int(lmax), int(mmax), int(channels)
+        self.num_coefficients = num_coefficients(lmax)
+
+        self.envelope = PolynomialEnvelope(cutoff, envelope_exponent)
+        self.rbf = GaussianBasis(cutoff, num_radial, width=2.0 * cutoff / max(num_radial - 1, 1))
+        self.register_buffer("m_order", m_primary_order(lmax, mmax), persistent=False)
+        self.embedding = nn.Embedding(num_embeddings, channels)
+        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_channels, num_radial, num_embeddings, avg_degree)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(
+                EdgeAttention(lmax, mmax, channels, num_heads, alpha_channels, value_channels,
+                              attn_hidden_channels, edge_channels, num_radial, num_embeddings, activation,
+                              softmax_eps),
+                FeedForward(lmax, channels, ffn_hidden_channels, activation),
+                norm, lmax, channels,
+            )
+            for _ in range(num_layers)
+        )
+        self.norm_out = make_norm(norm, lmax, channels)
+        self.energy_head = nn.Sequential(
+            nn.Linear(channels, ffn_hidden_channels), nn.SiLU(), nn.Linear(ffn_hidden_channels, 1)
+        )
+
+    def edge_features(self, edge_vectors: torch.Tensor):
+        """Per-edge inputs shared by all layers: rbf [E, R], envelope [E], Wigner [E, K_M, K]."""
+        length = edge_vectors.norm(dim=-1)
+        wigner = wigner_D(edge_rotation(edge_vectors), self.lmax, rows=self.m_order)
+        return self.rbf(length), self.envelope(length), wigner
+
+    def forward(
+        self,
+        species: torch.Tensor,
+        edge_index: torch.Tensor,
+        edge_vectors: torch.Tensor,
+        batch: torch.Tensor,
+        n_graphs: int,
+    ) -> torch.Tensor:
+        """species [N] embedding indices, edge_index [2, E] (centre i ← neighbour j),
+        edge_vectors [E, 3] (r_j − r_i + shift) → per-atom energies [N]."""
+        n = species.shape[0]
+        dtype = edge_vectors.dtype
+        rbf, envelope, wigner = self.edge_features(edge_vectors)
+        x = edge_vectors.new_zeros((n, self.num_coefficients, self.channels))
+        x = torch.cat([self.embedding(species).to(dtype)[:, None, :], x[:, 1:, :]], dim=1)
+        x = x + self.edge_degree(edge_index, species, rbf, envelope, wigner, n)
+        for block in self.blocks:
+            x = block(x, edge_index, species, rbf, envelope, wigner)
+        return self.energy_head(self.norm_out(x)[:, 0, :]).squeeze(-1)

@@ -1,0 +1,65 @@
+"""SO2Linear: the eSCN convolution in an edge frame, one block per order m."""
+
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import torch
+from torch import nn
+
+from mlip.so3 import m_blocks, num_truncated_coefficients
+
+
+class SO2Linear(nn.Module):
+    """Linear map on m-truncated edge-frame features that commutes with rotations about the edge.
+
+    In the edge frame a rotation by θ about the edge turns each pair (x_+m, x_−m) of every degree by
+    mθ. The most general linear map commuting with that mixes degrees freely within one order m:
+
+    * m = 0: one dense matrix on the (L + 1)·C_in invariant components (with bias); it also emits
+      ``extra`` invariant scalars (attention logits, gates);
+    * m > 0: two matrices W_r, W_i on the stacked degrees l = m … L acting like a complex number,
+      y₊ = W_r x₊ − W_i x₋ and y₋ = W_r x₋ + W_i x₊ (no bias).
+
+    Components with |m| > mmax are never produced. Shapes: x [E, K_M, C_in] (m-primary layout) →
+    (y [E, K_M, C_out], extra [E, extra]).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, lmax: int, mmax: int, extra: int = 0):
+        super().__init__()
+        self.in_channels = int(in_channels)
+        self.out_channels = int(out_channels)
+        self.lmax, self.mmax = int(lmax), int(mmax)
+        self.extra = int(extra)
+        self.blocks = m_blocks(lmax, mmax)
+        self.num_coefficients = num_truncated_coefficients(lmax, mmax)
+        n0 = lmax + 1
+        self.m0 = nn.Linear(n0 * in_channels, n0 * out_channels + self.extra)
+        # W_r stacked over W_i, one matrix per m > 0: [2·n·C_out, n·C_in].
+        self.m_pos = nn.ModuleList()
+        for m, _, n in self.blocks[1:]:
+            layer = nn.Linear(n * in_channels, 2 * n * out_channels, bias=False)
+            with torch.no_grad():
+                layer.weight.mul_(1.0 / math.sqrt(2.0))
+            self.m_pos.append(layer)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        e = x.shape[0]
+        n0 = self.lmax + 1
+        c_out = self.out_channels
+        y0 = self.m0(x[:, :n0, :].reshape(e, -1))
+        extra = y0[:, n0 * c_out :]
+        out = [y0[:, : n0 * c_out].reshape(e, n0, c_out)]
+        for layer, (m, start, n) in zip(self.m_pos, self.blocks[1:]):
+            # Both halves in one matmul: rows [x₊; x₋] → [W_r x; W_i x].
+            pair = x[:, start : start + 2 * n, :].reshape(e, 2, n * self.in_channels)
+            y = layer(pair).reshape(e, 2, 2, n, c_out)  # [E, (+,−), (r, i), n, C]
+            y_pos = y[:, 0, 0] - y[:, 1, 1]
+            y_neg = y[:, 1, 0] + y[:, 0, 1]
+            out += [y_pos, y_neg]
+        return torch.cat(out, dim=1), extra
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels} → {self.out_channels}, lmax={self.lmax}, mmax={self.mmax}, "
+                f"extra={self.extra}")
