@@ -20,8 +20,10 @@ def evaluate(potential, atoms):
 
 def assert_close(a, b, scale, tol=TOL, what=""):
     err = np.abs(np.asarray(a) - np.asarray(b)).max()
-    # Scale floor 1e-3 (eV, eV/Å, eV/Å³): a quantity that is zero by symmetry is compared absolutely.
-    assert err <= tol * max(scale, 1e-3), f"{what}: error {err:.3e} vs scale {scale:.3e}"
+    # Scale floor 1e-2 (eV, eV/Å, eV/Å³): a quantity that is zero by symmetry (a force in a perfect
+    # crystal) is a cancelling sum of hundreds of edge terms of that size or larger, so it is compared
+    # absolutely, to 1e-12.
+    assert err <= tol * max(scale, 1e-2), f"{what}: error {err:.3e} vs scale {scale:.3e}"
 
 
 def evaluate_batch(potential, structures):
