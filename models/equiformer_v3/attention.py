@@ -98,7 +98,7 @@ class EdgeAttention(nn.Module):
         envelope [E]; wigner [E, K_M, K] (edge frame, m-primary rows) → [N, K, C]."""
         i, j = edge_index[0], edge_index[1]
         n, e = x.shape[0], i.shape[0]
-        rho = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, -1)  # [E, L+1, 2C]
+        rho = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, 2 * x.shape[2])  # [E, L+1, 2C]
         msg = torch.bmm(wigner, torch.cat([x[j], x[i]], dim=-1)) * rho[:, self.degree, :]  # [E, K_M, 2C]
         msg, scalars = self.so2_1(msg)
         z = scalars[:, : self.num_logit_scalars].view(e, self.num_heads, self.alpha_channels)
@@ -106,6 +106,7 @@ class EdgeAttention(nn.Module):
         alpha = smooth_cutoff_softmax(z, envelope, i, n, self.softmax_eps)
         msg = self.activation(msg, scalars[:, self.num_logit_scalars :])
         value, _ = self.so2_2(msg)  # [E, K_M, H·V]
-        value = (value.view(e, -1, self.num_heads, self.value_channels) * alpha[:, None, :, None]).flatten(2)
+        k_m = value.shape[1]
+        value = (value.view(e, k_m, self.num_heads, self.value_channels) * alpha[:, None, :, None]).flatten(2)
         out = scatter_sum(torch.bmm(wigner.transpose(1, 2), value), i, n)  # [N, K, H·V]
         return self.project(out)

@@ -48,7 +48,7 @@ class SO2Linear(nn.Module):
         e = x.shape[0]
         n0 = self.lmax + 1
         c_out = self.out_channels
-        y0 = self.m0(x[:, :n0, :].reshape(e, -1))
+        y0 = self.m0(x[:, :n0, :].reshape(e, n0 * self.in_channels))
         extra = y0[:, n0 * c_out :]
         out = [y0[:, : n0 * c_out].reshape(e, n0, c_out)]
         for layer, (m, start, n) in zip(self.m_pos, self.blocks[1:]):

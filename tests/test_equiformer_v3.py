@@ -1,0 +1,232 @@
+"""EquiformerV3 building blocks against their definitions, the published size, and its symmetries."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from ase import Atoms
+
+import mlip
+from mlip.models import config_path, create_model, create_model_from_config
+from mlip.so3 import m_primary_order, num_truncated_coefficients, wigner_D
+
+from conftest import build_potential, calc64
+from test_so3 import random_rotations, rotation_about_y
+
+DTYPE = torch.float64
+
+
+def feats(*shape, seed=0):
+    return torch.randn(*shape, dtype=DTYPE, generator=torch.Generator().manual_seed(seed))
+
+
+def rotate(D, x):
+    """Apply D [K, K] to features [N, K, C]."""
+    return torch.einsum("kl,nlc->nkc", D, x)
+
+
+# ---------------------------------------------------------------------------------------- sizes
+def test_published_mp_configuration_has_the_published_parameter_count():
+    potential = create_model_from_config(config_path("equiformer_v3_mp"))
+    assert potential.architecture == "equiformer_v3" and len(potential.species) == 89
+    assert potential.num_parameters() == 30_278_113
+    # The OMat24 model differs only by a 64-function radial basis (8 edge MLPs × 54 × 128 weights).
+    assert create_model_from_config(config_path("equiformer_v3_mp"), num_radial=64).num_parameters() == 30_333_409
+
+
+def test_small_model_builds_and_evaluates():
+    potential = create_model("equiformer_v3", species=["Cu", "Au"], cutoff=4.5, lmax=2, mmax=2, channels=16,
+                             num_layers=2)
+    atoms = Atoms("CuAu", positions=[[0, 0, 0], [0, 0, 2.5]])
+    atoms.calc = mlip.MLIPCalculator(potential)
+    assert np.isfinite(atoms.get_potential_energy())
+    assert potential.num_parameters() < 200_000
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(lmax=2, mmax=3), "mmax"),
+    (dict(activation="relu"), "activation"),
+    (dict(norm="batch"), "norm"),
+    (dict(num_embeddings=1), "num_embeddings"),
+])
+def test_bad_hyperparameters_are_rejected(bad, match):
+    with pytest.raises(ValueError, match=match):
+        create_model("equiformer_v3", species=["Cu", "Au"], cutoff=4.0, channels=8, num_layers=1, **bad)
+
+
+# ---------------------------------------------------------------------------------------- blocks
+def test_so2_linear_commutes_with_rotations_about_the_edge():
+    from mlip.models.equiformer_v3.so2_linear import SO2Linear
+
+    lmax, mmax = 4, 2
+    layer = SO2Linear(6, 5, lmax, mmax, extra=3).double()
+    with torch.no_grad():
+        layer.m0.bias.normal_()
+    rows = m_primary_order(lmax, mmax)
+    D = wigner_D(rotation_about_y(1.234)[None], lmax)[0][rows][:, rows]
+    x = feats(7, num_truncated_coefficients(lmax, mmax), 6)
+    y, extra = layer(x)
+    y_rot, extra_rot = layer(rotate(D, x))
+    assert (y_rot - rotate(D, y)).abs().max() < 1e-12
+    assert (extra_rot - extra).abs().max() < 1e-12
+    assert y.abs().max() > 0.1
+
+
+def test_so2_linear_acts_like_complex_multiplication():
+    """For m > 0, (y₊, y₋) = (W_r x₊ − W_i x₋, W_r x₋ + W_i x₊)."""
+    from mlip.models.equiformer_v3.so2_linear import SO2Linear
+
+    layer = SO2Linear(2, 3, lmax=1, mmax=1).double()
+    x = feats(4, 4, 2)  # m-primary for L1 M1: [l0m0, l1m0, l1m+1, l1m-1]
+    y, _ = layer(x)
+    w = layer.m_pos[0].weight  # [2·1·3, 1·2]: W_r over W_i
+    w_r, w_i = w[:3], w[3:]
+    assert torch.allclose(y[:, 2], x[:, 2] @ w_r.T - x[:, 3] @ w_i.T, atol=1e-14)
+    assert torch.allclose(y[:, 3], x[:, 3] @ w_r.T + x[:, 2] @ w_i.T, atol=1e-14)
+
+
+@pytest.mark.parametrize("norm", ["merged", "separate"])
+def test_norms_are_equivariant_and_normalise(norm):
+    from mlip.models.equiformer_v3.layer_norm import make_norm
+
+    lmax = 3
+    layer = make_norm(norm, lmax, 6).double()
+    with torch.no_grad():
+        layer.weight.normal_()
+        layer.bias.normal_()
+    D = wigner_D(random_rotations(1)[0][None], lmax)[0]
+    x = feats(5, 16, 6) * 3 + 1
+    assert (layer(rotate(D, x)) - rotate(D, layer(x))).abs().max() < 1e-12
+    plain = make_norm(norm, lmax, 6).double()
+    y = plain(x)
+    if norm == "merged":
+        # One normaliser for all degrees: the degree-weighted mean square of the output is 1.
+        var = sum((y[:, l * l:(l + 1) ** 2] ** 2).mean(dim=-1).sum(dim=-1) / (2 * l + 1) for l in range(lmax + 1))
+        assert torch.allclose(var / (lmax + 1), torch.ones(5, dtype=DTYPE), atol=1e-4)
+    else:
+        for l in range(lmax + 1):
+            ms = (y[:, l * l:(l + 1) ** 2] ** 2).mean(dim=(1, 2))
+            assert torch.allclose(ms, torch.ones(5, dtype=DTYPE), atol=1e-4)
+    assert torch.allclose(y[:, 0].mean(dim=-1), torch.zeros(5, dtype=DTYPE), atol=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["swiglu_s2", "gate"])
+def test_feed_forward_is_equivariant(activation):
+    from mlip.models.equiformer_v3.feed_forward import FeedForward
+
+    lmax = 3
+    ffn = FeedForward(lmax, 6, 12, activation).double()
+    D = wigner_D(random_rotations(1, seed=3)[0][None], lmax)[0]
+    x = feats(4, 16, 6)
+    y = ffn(x)
+    assert (ffn(rotate(D, x)) - rotate(D, y)).abs().max() < 1e-11
+    assert y[:, 1:].abs().max() > 1e-3  # the higher degrees are not trivially zero
+
+
+@pytest.mark.parametrize("activation", ["swiglu_s2", "gate"])
+def test_attention_layer_is_equivariant(activation):
+    """Rotating positions and input features rotates the output features of one attention layer."""
+    from mlip.models.equiformer_v3.attention import EdgeAttention
+    from mlip.radial import GaussianBasis, PolynomialEnvelope
+    from mlip.so3 import edge_rotation
+
+    lmax, mmax, c, cutoff = 3, 2, 6, 3.0
+    layer = EdgeAttention(lmax, mmax, c, 2, 4, 3, 4, 5, 6, 3, activation).double()
+    pos = feats(9, 3, seed=4) * 1.5
+    species = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2])
+    i, j = torch.meshgrid(torch.arange(9), torch.arange(9), indexing="ij")
+    keep = (i != j) & ((pos[j] - pos[i]).norm(dim=-1) < cutoff)
+    edge_index = torch.stack([i[keep], j[keep]])
+    x = feats(9, (lmax + 1) ** 2, c, seed=5)
+    rbf_fn, env_fn = GaussianBasis(cutoff, 6), PolynomialEnvelope(cutoff)
+
+    def run(p, features):
+        vec = p[edge_index[1]] - p[edge_index[0]]
+        wig = wigner_D(edge_rotation(vec), lmax, rows=m_primary_order(lmax, mmax))
+        d = vec.norm(dim=-1)
+        return layer(features, edge_index, species, rbf_fn(d), env_fn(d), wig)
+
+    R = random_rotations(1, seed=6)[0]
+    D = wigner_D(R[None], lmax)[0]
+    y = run(pos, x)
+    assert (run(pos @ R.T, rotate(D, x)) - rotate(D, y)).abs().max() < 1e-11
+    assert y[:, 1:].abs().max() > 1e-3
+
+
+def test_smooth_cutoff_softmax():
+    from mlip.models.equiformer_v3.attention import smooth_cutoff_softmax
+
+    logits = feats(6, 2, seed=7)
+    centre = torch.tensor([0, 0, 0, 1, 1, 2])
+    ones = torch.ones(6, dtype=DTYPE)
+    alpha = smooth_cutoff_softmax(logits, ones, centre, 3)
+    # With w ≡ 1 it is the ordinary softmax over each node's incoming edges.
+    for node in range(3):
+        sel = centre == node
+        assert torch.allclose(alpha[sel], torch.softmax(logits[sel], dim=0), atol=1e-14)
+    # An edge with w = 0 (at or beyond the cutoff) has weight 0 and leaves the others unchanged.
+    w = torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0, 1.0], dtype=DTYPE)
+    alpha0 = smooth_cutoff_softmax(logits, w, centre, 3)
+    assert alpha0[2].abs().max() == 0
+    assert torch.allclose(alpha0[:2], torch.softmax(logits[:2], dim=0), atol=1e-14)
+
+
+# ---------------------------------------------------------------------------------------- the model
+def chiral_cluster():
+    """Four different atoms at the corners of an irregular tetrahedron: its mirror image is distinct."""
+    return Atoms("CuAuHC", positions=[[0.0, 0.0, 0.0], [2.1, 0.2, 0.1], [0.3, 1.9, -0.2], [0.4, 0.5, 2.3]])
+
+
+def test_energy_is_rotation_invariant_but_not_reflection_invariant():
+    potential = build_potential("equiformer-v3")
+    atoms = chiral_cluster()
+    atoms.calc = calc64(potential)
+    e = atoms.get_potential_energy()
+    rotated = atoms.copy()
+    rotated.positions = atoms.positions @ random_rotations(1, seed=8)[0].numpy().T
+    rotated.calc = calc64(potential)
+    rotation_error = abs(rotated.get_potential_energy() - e)
+    assert rotation_error <= 1e-12 * abs(e)
+    mirrored = atoms.copy()
+    mirrored.positions[:, 0] *= -1
+    mirrored.calc = calc64(potential)
+    # Only the W_i parts of the SO(2) convolutions (and what follows from them) see handedness, so
+    # in an untrained model the enantiomers differ by ~1e-7 of the energy: still 10⁴× more than any
+    # rounding error of a rotation.
+    mirror_difference = abs(mirrored.get_potential_energy() - e)
+    assert mirror_difference > 1e-8 * abs(e), "the docstring says enantiomers differ"
+    assert mirror_difference > 1e4 * rotation_error
+
+
+def test_two_evaluations_are_bit_identical():
+    from conftest import STRUCTURES
+
+    potential = build_potential("equiformer-v3")
+    graph = mlip.batch_atoms([STRUCTURES["triclinic"](), STRUCTURES["slab"]()], potential.cutoff, dtype=DTYPE)
+    first, second = potential(graph), potential(graph)
+    for key in ("energy", "forces", "stress"):
+        assert torch.equal(first[key], second[key]), key
+
+
+def test_isolated_atom_has_only_the_embedding_energy():
+    potential = build_potential("equiformer-v3")
+    atoms = Atoms("Cu", positions=[[0.0, 0.0, 0.0]])
+    atoms.calc = calc64(potential)
+    e1 = atoms.get_potential_energy()
+    far = Atoms("Cu2", positions=[[0.0, 0.0, 0.0], [0.0, 0.0, 10.0]])
+    far.calc = calc64(potential)
+    assert far.get_potential_energy() == pytest.approx(2 * e1, rel=1e-12)
+    assert np.abs(far.get_forces()).max() == 0
+
+
+def test_ablation_switches_change_the_model():
+    kwargs = dict(species=["Cu"], cutoff=4.0, seed=0, lmax=2, mmax=1, channels=8, num_layers=1)
+    atoms = Atoms("Cu3", positions=[[0, 0, 0], [2.2, 0, 0], [0.4, 2.1, 0.3]])
+    energies = {}
+    for act in ("swiglu_s2", "gate"):
+        for norm in ("merged", "separate"):
+            atoms.calc = calc64(create_model("equiformer_v3", activation=act, norm=norm, **kwargs).double())
+            energies[act, norm] = atoms.get_potential_energy()
+    assert len({round(e, 12) for e in energies.values()}) == 4
+    assert all(math.isfinite(e) for e in energies.values())
