@@ -9,8 +9,8 @@ from mlip.so3 import S2Grid, degrees, degrees_m_primary
 
 
 def smooth_leaky_relu(x: torch.Tensor, negative_slope: float = 0.2) -> torch.Tensor:
-    """(1+a)/2 · x + (1−a)/2 · x · (2σ(x) − 1); with a = 0.2: 0.6x + 0.4x(2σ(x) − 1)."""
-    return 0.5 * (1 + negative_slope) * x + 0.5 * (1 - negative_slope) * x * (2 * torch.sigmoid(x) - 1)
+    """(1+a)/2 · x + (1−a)/2 · x · (2σ(x) − 1) = x · (a + (1 − a) σ(x)); a = 0.2: 0.6x + 0.4x(2σ(x) − 1)."""
+    return x * (negative_slope + (1 - negative_slope) * torch.sigmoid(x))
 
 
 class EdgeSwiGLUS2(nn.Module):
@@ -32,11 +32,11 @@ class EdgeSwiGLUS2(nn.Module):
         return 3 * channels
 
     def forward(self, u: torch.Tensor, scalars: torch.Tensor) -> torch.Tensor:
-        h = self.channels
-        g = self.grid.to_grid(u)  # [E, G, 2h]
-        out = self.grid.from_grid(g[..., :h] * g[..., h:]) * torch.sigmoid(scalars[:, None, 2 * h :])
-        glu = torch.nn.functional.silu(scalars[:, :h]) * scalars[:, h : 2 * h]
-        return torch.cat([out[:, :1, :] + glu[:, None, :], out[:, 1:, :]], dim=1)
+        a, b = self.grid.to_grid(u).chunk(2, dim=-1)  # [E, G, h] each
+        s_act, s_lin, s_gate = scalars.chunk(3, dim=-1)
+        out = self.grid.from_grid(a * b) * torch.sigmoid(s_gate)[:, None, :]
+        out0, rest = torch.split(out, [1, out.shape[1] - 1], dim=1)
+        return torch.cat([out0 + (torch.nn.functional.silu(s_act) * s_lin)[:, None, :], rest], dim=1)
 
 
 class EdgeGate(nn.Module):
@@ -56,8 +56,9 @@ class EdgeGate(nn.Module):
         return lmax * channels
 
     def forward(self, u: torch.Tensor, scalars: torch.Tensor) -> torch.Tensor:
-        gates = torch.sigmoid(scalars).view(u.shape[0], self.lmax, self.channels)[:, self.gate_index, :]
-        return torch.cat([torch.nn.functional.silu(u[:, :1, :]), u[:, 1:, :] * gates], dim=1)
+        gates = torch.sigmoid(scalars).view(u.shape[0], self.lmax, self.channels).index_select(1, self.gate_index)
+        u0, rest = torch.split(u, [1, u.shape[1] - 1], dim=1)
+        return torch.cat([torch.nn.functional.silu(u0), rest * gates], dim=1)
 
 
 class NodeGate(nn.Module):
@@ -69,5 +70,6 @@ class NodeGate(nn.Module):
         self.register_buffer("gate_index", (degrees(lmax)[1:] - 1), persistent=False)
 
     def forward(self, x: torch.Tensor, scalars: torch.Tensor) -> torch.Tensor:
-        gates = torch.sigmoid(scalars).view(x.shape[0], self.lmax, self.channels)[:, self.gate_index, :]
-        return torch.cat([torch.nn.functional.silu(x[:, :1, :]), x[:, 1:, :] * gates], dim=1)
+        gates = torch.sigmoid(scalars).view(x.shape[0], self.lmax, self.channels).index_select(1, self.gate_index)
+        x0, rest = torch.split(x, [1, x.shape[1] - 1], dim=1)
+        return torch.cat([torch.nn.functional.silu(x0), rest * gates], dim=1)

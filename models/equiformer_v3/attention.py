@@ -6,8 +6,6 @@ import torch
 from torch import nn
 
 from mlip.scatter import scatter_max, scatter_sum
-from mlip.so3 import degrees_m_primary
-
 from .activations import EdgeGate, EdgeSwiGLUS2, smooth_leaky_relu
 from .radial_mlp import EdgeMLP
 from .so2_linear import SO2Linear
@@ -66,7 +64,6 @@ class EdgeAttention(nn.Module):
         self.num_heads, self.alpha_channels, self.value_channels = int(num_heads), int(alpha_channels), int(value_channels)
         self.hidden_channels = int(hidden_channels)
         self.softmax_eps = float(softmax_eps)
-        self.register_buffer("degree", degrees_m_primary(lmax, mmax), persistent=False)
         self.radial = EdgeMLP(num_radial, num_embeddings, edge_channels,
                               [edge_channels, edge_channels, (lmax + 1) * 2 * channels])
         if activation == "swiglu_s2":
@@ -99,12 +96,17 @@ class EdgeAttention(nn.Module):
         i, j = edge_index[0], edge_index[1]
         n, e = x.shape[0], i.shape[0]
         rho = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, 2 * x.shape[2])  # [E, L+1, 2C]
-        msg = torch.bmm(wigner, torch.cat([x[j], x[i]], dim=-1)) * rho[:, self.degree, :]  # [E, K_M, 2C]
-        msg, scalars = self.so2_1(msg)
-        z = scalars[:, : self.num_logit_scalars].view(e, self.num_heads, self.alpha_channels)
+        # [x_j ‖ x_i] gathered in one pass: row (e, k, s) of the [E·K·2, C] result is x[(j_e, i_e)[s], k].
+        k, c = x.shape[1], x.shape[2]
+        rows = (torch.stack([j, i], dim=1)[:, None, :] * k + torch.arange(k, device=x.device)[None, :, None])
+        pair = x.reshape(n * k, c).index_select(0, rows.reshape(-1)).view(e, k, 2 * c)
+        msg = torch.bmm(wigner, pair)  # [E, K_M, 2C]
+        msg, scalars = self.so2_1(msg, radial=rho)
+        z, act_scalars = torch.split(scalars, [self.num_logit_scalars, scalars.shape[1] - self.num_logit_scalars], 1)
+        z = z.reshape(e, self.num_heads, self.alpha_channels)
         z = (smooth_leaky_relu(self.alpha_norm(z)) * self.alpha_dot).sum(dim=-1)  # [E, H]
         alpha = smooth_cutoff_softmax(z, envelope, i, n, self.softmax_eps)
-        msg = self.activation(msg, scalars[:, self.num_logit_scalars :])
+        msg = self.activation(msg, act_scalars)
         value, _ = self.so2_2(msg)  # [E, K_M, H·V]
         k_m = value.shape[1]
         value = (value.view(e, k_m, self.num_heads, self.value_channels) * alpha[:, None, :, None]).flatten(2)

@@ -32,5 +32,6 @@ class EdgeDegreeEmbedding(nn.Module):
         coeff = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, self.channels)
         coeff = coeff * envelope[:, None, None]
         # The m = 0 block is the first L + 1 rows of the m-primary layout.
-        msg = torch.bmm(wigner[:, : self.lmax + 1, :].transpose(1, 2), coeff)  # [E, K, C]
+        m0 = torch.split(wigner, [self.lmax + 1, wigner.shape[1] - self.lmax - 1], dim=1)[0]
+        msg = torch.bmm(m0.transpose(1, 2), coeff)  # [E, K, C]
         return scatter_sum(msg, i, num_nodes) / self.avg_degree

@@ -42,15 +42,14 @@ class FeedForward(nn.Module):
         self.linear_out = SO3Linear(hidden_channels, channels, lmax)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x0 = x[:, 0, :]
+        x0 = torch.split(x, [1, x.shape[1] - 1], dim=1)[0].squeeze(1)
         h = self.linear_in(x)
-        f = self.hidden_channels
         if self.activation == "swiglu_s2":
-            g = self.grid.to_grid(self.grid_in(h))  # [N, G, 2F]
-            h = self.grid.from_grid(g[..., :f] * g[..., f:]) * torch.sigmoid(self.grid_gate(x0))[:, None, :]
-            h = self.grid_out(h)
+            a, b = self.grid.to_grid(self.grid_in(h)).chunk(2, dim=-1)  # [N, G, F] each
+            h = self.grid_out(self.grid.from_grid(a * b) * torch.sigmoid(self.grid_gate(x0))[:, None, :])
             a, b = self.scalar_glu(x0).chunk(2, dim=-1)
-            h = torch.cat([h[:, :1, :] + (torch.nn.functional.silu(a) * b)[:, None, :], h[:, 1:, :]], dim=1)
+            h0, rest = torch.split(h, [1, h.shape[1] - 1], dim=1)
+            h = torch.cat([h0 + (torch.nn.functional.silu(a) * b)[:, None, :], rest], dim=1)
         else:
             h = self.gate(h, self.gate_linear(x0))
         return self.linear_out(h)

@@ -28,12 +28,12 @@ class MergedLayerNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         in_dtype = x.dtype
         x = x.to(torch.promote_types(in_dtype, torch.float32))
-        x0 = x[:, :1, :] - x[:, :1, :].mean(dim=-1, keepdim=True)
-        x = torch.cat([x0, x[:, 1:, :]], dim=1)
+        x0, rest = torch.split(x, [1, x.shape[1] - 1], dim=1)
+        x = torch.cat([x0 - x0.mean(dim=-1, keepdim=True), rest], dim=1)
         var = ((x * x).mean(dim=-1) * self.component_weight.to(x.dtype)).sum(dim=-1)  # [N]
-        y = x * torch.rsqrt(var + self.eps)[:, None, None] * self.weight[self.degree].to(x.dtype)
-        y = torch.cat([y[:, :1, :] + self.bias.to(x.dtype), y[:, 1:, :]], dim=1)
-        return y.to(in_dtype)
+        y = x * torch.rsqrt(var + self.eps)[:, None, None] * self.weight.index_select(0, self.degree).to(x.dtype)
+        y0, rest = torch.split(y, [1, y.shape[1] - 1], dim=1)
+        return torch.cat([y0 + self.bias.to(x.dtype), rest], dim=1).to(in_dtype)
 
 
 class SeparateLayerNorm(nn.Module):
@@ -53,8 +53,7 @@ class SeparateLayerNorm(nn.Module):
         in_dtype = x.dtype
         x = x.to(torch.promote_types(in_dtype, torch.float32))
         out = []
-        for l in range(self.lmax + 1):
-            xl = x[:, l * l : (l + 1) * (l + 1), :]
+        for l, xl in enumerate(torch.split(x, [2 * l + 1 for l in range(self.lmax + 1)], dim=1)):
             if l == 0:
                 xl = xl - xl.mean(dim=-1, keepdim=True)
             var = (xl * xl).mean(dim=(1, 2), keepdim=True)  # mean over m (1/(2l+1) Σ_m) and channels

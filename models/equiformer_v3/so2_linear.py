@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import nn
@@ -44,20 +44,26 @@ class SO2Linear(nn.Module):
                 layer.weight.mul_(1.0 / math.sqrt(2.0))
             self.m_pos.append(layer)
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, radial: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """x [E, K_M, C_in]; optional radial [E, L + 1, C_in], a weight per (degree, channel)
+        multiplied into x first → (y [E, K_M, C_out], extra [E, extra])."""
         e = x.shape[0]
         n0 = self.lmax + 1
-        c_out = self.out_channels
-        y0 = self.m0(x[:, :n0, :].reshape(e, n0 * self.in_channels))
-        extra = y0[:, n0 * c_out :]
-        out = [y0[:, : n0 * c_out].reshape(e, n0, c_out)]
-        for layer, (m, start, n) in zip(self.m_pos, self.blocks[1:]):
+        c_in, c_out = self.in_channels, self.out_channels
+        # torch.split (not slicing) so that the backward pass concatenates instead of zero-filling.
+        sizes = [n0] + [2 * n for _, _, n in self.blocks[1:]]
+        parts = torch.split(x, sizes, dim=1)
+        x0 = parts[0] if radial is None else parts[0] * radial
+        y0, extra = torch.split(self.m0(x0.reshape(e, n0 * c_in)), [n0 * c_out, self.extra], dim=1)
+        out = [y0.reshape(e, n0, c_out)]
+        for layer, (m, _, n), part in zip(self.m_pos, self.blocks[1:], parts[1:]):
+            pair = part.reshape(e, 2, n, c_in)  # [E, (+m, −m), degrees m … L, C_in]
+            if radial is not None:
+                pair = pair * radial[:, None, m:, :]
             # Both halves in one matmul: rows [x₊; x₋] → [W_r x; W_i x].
-            pair = x[:, start : start + 2 * n, :].reshape(e, 2, n * self.in_channels)
-            y = layer(pair).reshape(e, 2, 2, n, c_out)  # [E, (+,−), (r, i), n, C]
-            y_pos = y[:, 0, 0] - y[:, 1, 1]
-            y_neg = y[:, 1, 0] + y[:, 0, 1]
-            out += [y_pos, y_neg]
+            y = layer(pair.reshape(e, 2, n * c_in)).reshape(e, 2, 2, n, c_out)  # [E, (+,−), (r, i), n, C]
+            (pos_r, pos_i), (neg_r, neg_i) = (half.unbind(1) for half in y.unbind(1))
+            out += [pos_r - neg_i, neg_r + pos_i]
         return torch.cat(out, dim=1), extra
 
     def extra_repr(self) -> str:

@@ -25,12 +25,10 @@ class SO3Linear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = []
-        for l in range(self.lmax + 1):
-            y = torch.matmul(x[:, l * l : (l + 1) * (l + 1), :], self.weight[l].T)
-            if l == 0 and self.bias is not None:
-                y = y + self.bias
-            out.append(y)
+        parts = torch.split(x, [2 * l + 1 for l in range(self.lmax + 1)], dim=1)
+        out = [torch.matmul(part, w.T) for part, w in zip(parts, self.weight.unbind(0))]
+        if self.bias is not None:
+            out[0] = out[0] + self.bias
         return torch.cat(out, dim=1)
 
     def extra_repr(self) -> str:
