@@ -85,9 +85,51 @@ def test_create_then_info(tmp_path, capsys):
     assert "UNTRAINED" in err
 
 
+def test_create_from_the_shipped_mp_config_has_the_published_size(tmp_path, capsys):
+    path = tmp_path / "eqv3-mp.safetensors"
+    config = ROOT / "models" / "configs" / "equiformer_v3_mp.yaml"
+    code, out, _ = run(capsys, "create", "--config", config, "--seed", "0", "-o", path)
+    assert code == 0 and "30,278,113 parameters" in out
+    code, out, _ = run(capsys, "info", path)
+    assert code == 0 and "equiformer_v3" in out and "30,278,113" in out and "lmax: 4" in out
+    # Command-line values override the file.
+    small = tmp_path / "small.safetensors"
+    code, _, _ = run(capsys, "create", "--config", config, "--species", "Cu", "--cutoff", "4", "--set", "lmax=2",
+                     "--set", "num_layers=1", "--set", "channels=8", "--set", "num_embeddings=null", "-o", small)
+    header = mlip.read_header(small)
+    assert code == 0 and header["species"] == ["Cu"] and header["cutoff"] == 4.0
+    assert header["hyperparameters"]["lmax"] == 2 and header["hyperparameters"]["mmax"] == 2
+
+
+def write_text(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "config, fragments",
+    [
+        (None, ["cannot read model config", "missing.yaml"]),
+        ("name: equiformer_v3\nspecies: [Cu\n", ["not valid YAML"]),
+        ("- just\n- a list\n", ["must be a mapping"]),
+        ("name: equiformer_v3\ncutoff: 5\n", ["lacks species"]),
+        ("name: equiformer_v3\nspecies: [Cu, yes]\ncutoff: 5\n", ["species must be a list"]),
+        ("name: equiformer_v3\nspecies: [Cu]\ncutoff: 5\nlmax: 2\nmmax: 3\n", ["mmax"]),
+    ],
+)
+def test_create_config_errors(tmp_path, capsys, config, fragments):
+    path = tmp_path / "missing.yaml" if config is None else write_text(tmp_path, "bad.yaml", config)
+    code, _, err = run(capsys, "create", "--config", path, "-o", tmp_path / "x.safetensors")
+    assert_clean_error(code, err, *fragments)
+    assert not (tmp_path / "x.safetensors").exists()
+
+
 @pytest.mark.parametrize(
     "argv, fragments",
     [
+        (["create", "--species", "Cu", "--cutoff", "4"], ["architecture"]),
+        (["create", "platonic", "--cutoff", "4"], ["--species"]),
         (["create", "nope", "--species", "Cu", "--cutoff", "4"], ["unknown architecture", "nope"]),
         (["create", "platonic", "--species", "Cu", "Xx", "--cutoff", "4"], ["Xx"]),
         (["create", "platonic", "--species", "Cu", "--cutoff", "4", "--set", "bogus=1"], ["bogus"]),
