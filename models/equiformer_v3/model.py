@@ -36,6 +36,21 @@ class EquiformerV3(nn.Module):
     rotation matrices without Euler angles (:func:`mlip.so3.wigner_D`): two evaluations are
     bit-identical and gradients flow for every bond direction, axis-aligned ones included.
 
+    Deliberate differences from the reference code (none changes the parameter count; the MP
+    configuration has exactly the published 30,278,113 parameters):
+
+    * sphere grids are Gauss–Legendre × uniform and the smallest exact ones (L4: 7 × 13 points on
+      nodes, 7 × 7 on edges instead of 14 × 14 and 14 × 8); the grid products are the same exact
+      Gaunt products, only cheaper;
+    * no random frame roll and no detached "pole" edges (see above);
+    * the m-truncated inverse rotation is the plain transpose, without the reference's rescaling
+      of degrees l > mmax by √((2l+1)/(2mmax+1)) (a per-degree constant that only matters for loading
+      the reference's checkpoints, which is not a goal);
+    * no 300-nearest-neighbour cap: every neighbour inside the cutoff counts, so the energy stays
+      smooth (the cap is a discontinuity);
+    * element embeddings are indexed by position in the potential's species list, not by Z;
+    * dropout and drop-path are left to the training pipeline (the grad fine-tuning runs use none).
+
     Args:
         num_species: number of elements the potential handles.
         cutoff: radius of the neighbour graph (Å).
