@@ -336,3 +336,71 @@ def test_md_with_mlip_potential_float32(one_thread):
                         progress=False)
     assert len(result.times) == 6 and np.all(np.isfinite(result.total_energies))
     assert result.atoms.calc.dtype == torch.float32
+
+
+def test_symmetry_preserving_relaxation_without_shear():
+    """FixSymmetry + FrechetCellFilter(mask=[1,1,1,0,0,0]): a strained fcc cell relaxes isotropically,
+    keeps its space group and its cell angles."""
+    pytest.importorskip("spglib")
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    result = relax(atoms, EMT(), fmax=1e-4, steps=300, fix_symmetry=True, cell_mask=[1, 1, 1, 0, 0, 0],
+                   progress=False)
+    assert result.converged
+    assert result.spacegroup_initial == result.spacegroup_final == "Fm-3m (225)"
+    assert not result.symmetry_broken
+    lengths = result.atoms.cell.lengths()
+    assert np.allclose(lengths, lengths[0], rtol=1e-10)
+    assert abs(lengths[0] - 3.7) > 0.05  # really relaxed (EMT Cu: a ≈ 3.59 Å)
+    assert np.allclose(result.atoms.cell.angles(), 90.0, atol=1e-8)
+    assert not any(type(c).__name__ == "FixSymmetry" for c in result.atoms.constraints)
+    with pytest.raises(ValueError, match="cell_mask"):
+        relax(atoms, EMT(), fix_symmetry=True, cell_mask=[1, 1, 1], progress=False)
+
+
+class CountingEMT(EMT):
+    calls = 0
+
+    def calculate(self, *args, **kwargs):
+        CountingEMT.calls += 1
+        super().calculate(*args, **kwargs)
+
+
+def test_displacement_forces_resume_and_refuse_foreign_cache(tmp_path):
+    from mlip.workflows.displacement_forces import displacement_forces
+
+    base = bulk("Cu", "fcc", a=3.6, cubic=True)
+    structures = []
+    for k in range(4):
+        s = base.copy()
+        s.positions[k % len(s), k % 3] += 0.03
+        structures.append(s)
+    expected = displacement_forces(structures, EMT(), progress=False)
+    # A run that dies after two structures keeps those two on disk...
+    calc = CountingEMT()
+    CountingEMT.calls = 0
+    with pytest.raises(RuntimeError, match="boom"):
+
+        class Dying(CountingEMT):
+            def calculate(self, *args, **kwargs):
+                if CountingEMT.calls >= 2:
+                    raise RuntimeError("boom")
+                super().calculate(*args, **kwargs)
+
+        displacement_forces(structures, Dying(), cache_dir=tmp_path / "fc", progress=False)
+    assert sorted(p.name for p in (tmp_path / "fc").glob("forces_*.npy")) == ["forces_00000.npy", "forces_00001.npy"]
+    # ... and the rerun computes only the other two, with identical results.
+    CountingEMT.calls = 0
+    resumed = displacement_forces(structures, calc, cache_dir=tmp_path / "fc", progress=False)
+    assert CountingEMT.calls == 2
+    for a, b in zip(resumed, expected):
+        assert np.array_equal(a, b)
+    # A half-written or corrupt file is recomputed, not trusted.
+    (tmp_path / "fc" / "forces_00003.npy").write_bytes(b"garbage")
+    CountingEMT.calls = 0
+    again = displacement_forces(structures, CountingEMT(), cache_dir=tmp_path / "fc", progress=False)
+    assert CountingEMT.calls == 1 and np.array_equal(again[3], expected[3])
+    # Other structures → the cache is refused.
+    other = [s.copy() for s in structures]
+    other[0].positions[0, 0] += 0.01
+    with pytest.raises(ValueError, match="different structures"):
+        displacement_forces(other, calc, cache_dir=tmp_path / "fc", progress=False)

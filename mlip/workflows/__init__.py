@@ -18,7 +18,7 @@ from mlip.workflows.model_loading import (
     potential_of,
     resolve_calculator,
 )
-from mlip.workflows.relax import RelaxResult, relax
+from mlip.workflows.relax import RelaxResult, relax, spacegroup
 
 __all__ = [
     "ENSEMBLES",
@@ -33,4 +33,5 @@ __all__ = [
     "resolve_calculator",
     "run_md",
     "save_energy_plot",
+    "spacegroup",
 ]

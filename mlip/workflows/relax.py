@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import IO, Optional, Union
+from typing import IO, Optional, Sequence, Union
 
 import numpy as np
 from ase import Atoms
@@ -28,6 +28,27 @@ class RelaxResult:
     converged: bool
     n_steps: int
     fmax_final: float
+    spacegroup_initial: Optional[str] = None
+    spacegroup_final: Optional[str] = None
+
+    @property
+    def symmetry_broken(self) -> bool:
+        """True when the space group changed during a symmetry-preserving relaxation."""
+        return (self.spacegroup_initial is not None and self.spacegroup_final is not None
+                and self.spacegroup_initial != self.spacegroup_final)
+
+
+def spacegroup(atoms: Atoms, symprec: float = 1e-5) -> str:
+    """International symbol and number of the space group, e.g. ``"Fm-3m (225)"`` (needs spglib)."""
+    try:
+        import spglib
+    except ImportError:
+        raise ImportError("symmetry analysis needs spglib: pip install 'mlip-torch[phonons]'") from None
+    cell = (atoms.cell.array, atoms.get_scaled_positions(), atoms.numbers)
+    symbol = spglib.get_spacegroup(cell, symprec=symprec)
+    if symbol is None:
+        raise ValueError(f"spglib could not determine the space group (symprec={symprec})")
+    return symbol
 
 
 def _max_force(gradient: np.ndarray) -> float:
@@ -44,6 +65,10 @@ def relax(
     trajectory: Optional[str] = None,
     logfile: Union[str, IO, None] = None,
     progress: bool = True,
+    fix_symmetry: bool = False,
+    symprec: float = 0.01,
+    cell_mask: Optional[Sequence[bool]] = None,
+    spacegroup_symprec: float = 1e-5,
 ) -> RelaxResult:
     """Relax ``atoms`` with ASE's FIRE optimiser.
 
@@ -67,6 +92,13 @@ def relax(
         trajectory: optional path of an ASE ``.traj`` file receiving every step.
         logfile: optional path or file object for the optimiser's text log (``"-"`` for stdout).
         progress: show a tqdm progress bar of steps with the current fmax.
+        fix_symmetry: keep the space group found with ``symprec`` (ASE ``FixSymmetry`` on
+            positions and cell; needs spglib). The result then carries the space group before and
+            after, determined with ``spacegroup_symprec``, and ``symmetry_broken``.
+        symprec: tolerance of the symmetry that ``FixSymmetry`` imposes.
+        cell_mask: six booleans (xx, yy, zz, yz, xz, xy) of the strain components the cell filter
+            may relax; ``[1, 1, 1, 0, 0, 0]`` relaxes without shear (the phonon protocol).
+        spacegroup_symprec: tolerance for the before/after space-group comparison.
 
     Exceptions raised by the calculator (invalid input, out of memory, ...) propagate at once:
     the optimisation never continues after a failed force call. Non-finite forces raise
@@ -81,12 +113,23 @@ def relax(
     calc = resolve_calculator(calculator, dtype="float64")
     atoms = atoms.copy()
     atoms.calc = calc
+    sg_initial = None
+    if fix_symmetry:
+        from ase.constraints import FixSymmetry
+
+        sg_initial = spacegroup(atoms, spacegroup_symprec)
+        atoms.set_constraint([FixSymmetry(atoms, symprec=symprec)] + list(atoms.constraints))
 
     use_filter = bool(cell_filter) and bool(np.all(atoms.pbc))
     if use_filter:
         from ase.filters import FrechetCellFilter
 
-        target = FrechetCellFilter(atoms)
+        mask = None
+        if cell_mask is not None:
+            mask = [bool(m) for m in cell_mask]
+            if len(mask) != 6:
+                raise ValueError(f"cell_mask needs 6 entries (xx, yy, zz, yz, xz, xy), got {len(mask)}")
+        target = FrechetCellFilter(atoms, mask=mask)
     else:
         target = atoms
     opt = FIRE(target, logfile=logfile, trajectory=trajectory)
@@ -114,13 +157,20 @@ def relax(
         if callable(close):
             close()
     energy = float(atoms.get_potential_energy())
+    sg_final = None
+    if fix_symmetry:
+        sg_final = spacegroup(atoms, spacegroup_symprec)
+        # The result is a plain relaxed structure: drop the symmetry constraint we added.
+        atoms.set_constraint([c for c in atoms.constraints if type(c).__name__ != "FixSymmetry"])
     return RelaxResult(
         atoms=atoms,
         energy=energy,
         converged=bool(converged),
         n_steps=int(opt.nsteps),
         fmax_final=current,
+        spacegroup_initial=sg_initial,
+        spacegroup_final=sg_final,
     )
 
 
-__all__ = ["RelaxResult", "relax"]
+__all__ = ["RelaxResult", "relax", "spacegroup"]
