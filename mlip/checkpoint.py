@@ -52,7 +52,11 @@ def atomic_write(path: Union[str, Path], write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
+    # mkstemp makes the file private (0600); give it the usual permissions (0666 minus the umask).
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)
         write(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())

@@ -387,6 +387,83 @@ def cmd_md(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------- phonons
+def _supercell_arg(values: Optional[Sequence[int]], what: str):
+    """1, 3 or 9 integers from the command line → n, (n1, n2, n3) or a 3×3 matrix (None stays None)."""
+    if values is None:
+        return None
+    if len(values) == 1:
+        return int(values[0])
+    if len(values) == 3:
+        return [int(v) for v in values]
+    if len(values) == 9:
+        return [[int(v) for v in values[3 * k : 3 * k + 3]] for k in range(3)]
+    raise CLIError(f"{what} takes 1, 3 or 9 integers (n, n1 n2 n3, or a 3×3 matrix row by row), got {len(values)}")
+
+
+def _mesh_arg(values: Optional[Sequence[str]]):
+    """``--mesh 20 20 20``, ``--mesh 19`` or a length density ``--mesh 40.0``."""
+    if values is None:
+        return None
+    try:
+        if len(values) == 1:
+            return float(values[0]) if "." in values[0] else int(values[0])
+        if len(values) == 3:
+            return [int(v) for v in values]
+    except ValueError:
+        pass
+    raise CLIError(f"--mesh takes n, n1 n2 n3 or a length density in Å such as 40.0, got {' '.join(values)}")
+
+
+def cmd_phonons(args) -> int:
+    import numpy as np
+
+    from mlip.workflows.phonons import run_phonons
+
+    atoms = _read_structure(args.structure, args.index)
+    calc, label = _load_model(args.model, args.device, "float64")
+    _check_species(atoms, calc, args.structure)
+    out_dir = Path(args.out_dir)
+    kwargs = dict(
+        supercell=_supercell_arg(args.supercell, "--supercell"),
+        displacement=args.displacement,
+        relax=not args.no_relax,
+        fmax=args.fmax,
+        relax_steps=args.relax_steps,
+        no_shear=args.no_shear,
+        temperatures=(args.tmin, args.tmax, args.tstep),
+        min_width=args.min_width,
+        imaginary_tol=args.imaginary_tol,
+        out_dir=out_dir,
+        progress=not args.no_progress,
+    )
+    mesh = _mesh_arg(args.mesh)
+    if mesh is not None:
+        kwargs["mesh"] = mesh
+    print(f"model:     {label} ({_calc_label(calc)})")
+    print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})", flush=True)
+    result = run_phonons(atoms, calc, **kwargs)
+    result.save(out_dir)
+    n = result.n_atoms
+    print(f"space group {result.spacegroup}; supercell {result.supercell_matrix.tolist()} "
+          f"({result.n_supercell_atoms} atoms, {result.n_displacements} displacements)")
+    if result.relaxation is not None:
+        r = result.relaxation
+        print(f"relaxation: {'converged' if r['converged'] else 'NOT converged'} in {r['n_steps']} steps; "
+              f"space group {r['spacegroup_initial']} -> {r['spacegroup_final']}"
+              + (" (SYMMETRY BROKEN)" if r["symmetry_broken"] else ""))
+    print(f"lowest frequency {result.lowest_frequency:.4f} THz"
+          + ("  -> IMAGINARY MODES (dynamically unstable)" if result.has_imaginary_modes else ""))
+    t = result.temperatures
+    k300 = int(np.argmin(np.abs(t - 300.0))) if len(t) else None
+    if k300 is not None:
+        print(f"at {t[k300]:g} K: F = {result.free_energy[k300] / n * 1e3:.2f} meV/atom, "
+              f"S = {result.entropy[k300] / n * 1e3:.4f} meV/K/atom, "
+              f"C_V = {result.heat_capacity[k300] / n * 1e3:.4f} meV/K/atom")
+    print(f"wrote:     {out_dir}/ phonons.json band_structure.png dos.png thermal_properties.png")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- parser
 def _number(kind: type, minimum: float, strict: bool, bound: str):
     """argparse type: a finite ``kind`` (int or float) > minimum (strict) or >= minimum."""
@@ -470,6 +547,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", required=True, help="output .safetensors path")
     p.set_defaults(func=cmd_create)
+
+    p = sub.add_parser("phonons", help="harmonic phonons (phonopy): bands, DOS, thermal properties")
+    p.add_argument("structure", metavar="STRUCTURE", help="a crystal in any ASE-readable file")
+    _add_model_args(p, dtype="float64")
+    p.add_argument("--supercell", type=int, nargs="+", metavar="N",
+                   help="n, n1 n2 n3, or a 3×3 matrix (default: every width >= --min-width and >= 2×cutoff)")
+    p.add_argument("--min-width", type=_positive_float, default=12.0,
+                   help="smallest perpendicular width of the automatic supercell, Å (default: %(default)s)")
+    p.add_argument("--imaginary-tol", type=_nonneg_float, default=0.05,
+                   help="frequencies below minus this (THz) count as imaginary (default: %(default)s)")
+    p.add_argument("--displacement", type=_positive_float, default=0.01, help="Å (default: %(default)s)")
+    p.add_argument("--mesh", nargs="+", metavar="N", help="q-mesh: n, n1 n2 n3 or a length density in Å")
+    p.add_argument("--no-relax", action="store_true", help="skip the symmetry-preserving relaxation")
+    p.add_argument("--no-shear", action="store_true", help="relax the cell without shear")
+    p.add_argument("--fmax", type=_positive_float, default=1e-4, help="relaxation threshold, eV/Å (default: %(default)s)")
+    p.add_argument("--relax-steps", type=_nonneg_int, default=300, help="default: %(default)s")
+    p.add_argument("--tmin", type=_nonneg_float, default=0.0, help="K (default: %(default)s)")
+    p.add_argument("--tmax", type=_nonneg_float, default=1000.0, help="K (default: %(default)s)")
+    p.add_argument("--tstep", type=_positive_float, default=10.0, help="K (default: %(default)s)")
+    p.add_argument("--out-dir", default="phonons", help="results, plots and resumable cache (default: %(default)s)")
+    p.set_defaults(func=cmd_phonons)
 
     p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)")
     p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")

@@ -316,3 +316,21 @@ def test_example_runs(script, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip(), "examples print what they did"
+
+
+def test_phonons_with_emt_writes_json_and_plots(tmp_path, capsys):
+    pytest.importorskip("phonopy")
+    out = tmp_path / "ph"
+    code, stdout, _ = run(capsys, "phonons", CU_CIF, "--model", EMT, "--supercell", "2", "--mesh", "8",
+                          "--tmax", "600", "--tstep", "100", "--out-dir", out, "--no-progress")
+    assert code == 0, stdout
+    assert "Fm-3m (225)" in stdout and "IMAGINARY" not in stdout
+    data = json.loads((out / "phonons.json").read_text())
+    assert data["supercell"]["matrix"] == [[2, 0, 0], [0, 2, 0], [0, 0, 2]]
+    for name in ("band_structure.png", "dos.png", "thermal_properties.png"):
+        assert (out / name).stat().st_size > 1000
+    # A molecule has no phonon band structure: a clean error that says why.
+    mol = tmp_path / "h2o.xyz"
+    write(mol, __import__("ase.build", fromlist=["molecule"]).molecule("H2O"))
+    code, _, err = run(capsys, "phonons", mol, "--model", EMT, "--out-dir", tmp_path / "m")
+    assert_clean_error(code, err, "periodic")

@@ -18,13 +18,16 @@ from mlip.workflows.model_loading import (
     potential_of,
     resolve_calculator,
 )
+from mlip.workflows.phonons import PhononResult, default_supercell, run_phonons
 from mlip.workflows.relax import RelaxResult, relax, spacegroup
 
 __all__ = [
     "ENSEMBLES",
     "MDResult",
+    "PhononResult",
     "RelaxResult",
     "accepted_forms",
+    "default_supercell",
     "describe_model",
     "energy_drift",
     "is_untrained",
@@ -32,6 +35,7 @@ __all__ = [
     "relax",
     "resolve_calculator",
     "run_md",
+    "run_phonons",
     "save_energy_plot",
     "spacegroup",
 ]

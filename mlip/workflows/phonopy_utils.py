@@ -52,7 +52,10 @@ def to_ase_atoms(phonopy_atoms) -> Atoms:
 
 def supercell_matrix(value: Union[int, Sequence[int], Sequence[Sequence[int]], np.ndarray]) -> np.ndarray:
     """A 3×3 integer supercell matrix from ``n``, ``(n1, n2, n3)`` or a 3×3 matrix; ValueError otherwise."""
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"a supercell must be n, (n1, n2, n3) or an integer 3×3 matrix, got {value!r}") from None
     if arr.ndim == 0:
         arr = np.eye(3, dtype=int) * int(arr)
     elif arr.shape == (3,):

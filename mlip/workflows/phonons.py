@@ -1,0 +1,941 @@
+"""Harmonic phonons with phonopy: band structure, density of states and thermal properties.
+
+>>> from ase.build import bulk
+>>> from mlip.workflows.phonons import run_phonons
+>>> result = run_phonons(bulk("Cu", "fcc", a=3.6), "ase.calculators.emt:EMT", supercell=4,
+...                      mesh=12, progress=False)
+>>> result.has_imaginary_modes
+False
+
+The workflow (:func:`run_phonons`):
+
+1. optional symmetry-preserving relaxation: FIRE + ``FrechetCellFilter`` with ``FixSymmetry``
+   (optionally without shear), fmax 1e-4 eV/Å, ≤ 300 steps (the phonondb/Matbench Discovery
+   protocol); the space group before and after is recorded;
+2. finite displacements in a supercell (phonopy, default 0.01 Å), forces evaluated one supercell
+   at a time in float64 by :func:`mlip.workflows.displacement_forces.displacement_forces`
+   (resumable through ``out_dir``), symmetrised force constants;
+3. band structure along the standard Setyawan–Curtarolo path of the primitive cell (ASE's
+   ``Cell.bandpath``, dependency-free), DOS on a q-mesh (tetrahedron method), thermal properties
+   (Helmholtz free energy, entropy, heat capacity at constant volume), and a check for imaginary
+   modes (reported, as is the convention, as negative frequencies).
+
+Units: frequencies in THz (1 THz = 4.1357 meV = 33.356 cm⁻¹), energies in eV, temperatures in K.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+from ase import Atoms
+
+#: default lower bound on the perpendicular widths of the automatic supercell (Å)
+DEFAULT_MIN_WIDTH = 12.0
+
+#: phonopy's default displacement distance (Å)
+DEFAULT_DISPLACEMENT = 0.01
+
+#: default q-mesh: phonopy's length-based density (Å): about ``100 · |b_i|`` points along each
+#: reciprocal lattice vector b_i (without 2π) of the primitive cell, e.g. 48³ for fcc Cu
+DEFAULT_MESH = 100.0
+
+#: modes below −tolerance (THz) count as imaginary; smaller negative values are numerical noise
+#: of the acoustic branches near Γ
+DEFAULT_IMAGINARY_TOL = 0.05
+
+#: Boltzmann constant (eV/K), CODATA 2018 (phonopy's own constants are older CODATA values that
+#: differ by ~1e-7 relative)
+KB_EV = 8.617333262e-5
+
+#: eV per THz (Planck constant h in eV·s times 10¹², CODATA 2018)
+EV_PER_THZ = 4.135667696e-3
+
+JSON_NAME = "phonons.json"
+PLOT_NAMES = ("band_structure.png", "dos.png", "thermal_properties.png")
+
+
+# ----------------------------------------------------------------------------------------- result
+@dataclass
+class PhononResult:
+    """Outcome of :func:`run_phonons`.
+
+    Cells: the *unit cell* is the structure the phonons were computed for (the input, relaxed when
+    ``relax`` is on; ``n_atoms`` atoms); phonopy finds its *primitive cell* (``n_atoms_primitive``
+    atoms), whose ``3 · n_atoms_primitive`` branches the band structure and DOS show.
+
+    Attributes:
+        atoms: the unit cell (a copy, relaxed when ``relax`` was on; no calculator attached).
+        primitive: phonopy's primitive cell as ASE Atoms.
+        spacegroup: space group of ``atoms`` found by phonopy with ``symprec``, e.g. ``"Fm-3m (225)"``.
+        supercell_matrix: [3, 3] integer matrix: supercell = ``supercell_matrix @ atoms.cell``.
+        supercell_widths: perpendicular widths of the supercell [3] (Å).
+        n_supercell_atoms: atoms in the supercell.
+        n_displacements: displaced supercells whose forces were evaluated.
+        band_path: the path in ASE notation (``"GXWKGLUWLK,UX"``; a comma is a jump).
+        band_segments: one ``(start, end)`` label pair per straight segment (``"Γ"`` for G).
+        band_qpoints: per segment, q-points [n_k, 3] in reduced coordinates of the primitive
+            cell's reciprocal lattice.
+        band_distances: per segment, distance along the path [n_k] (Å⁻¹, without 2π), continuing
+            across segments.
+        band_frequencies: per segment, frequencies [n_k, n_bands] (THz; imaginary as negative).
+        mesh: the q-mesh numbers [3] used for the DOS, thermal properties and the imaginary check.
+        dos_frequencies: frequency points of the DOS [n] (THz).
+        dos: total phonon DOS [n] (states/THz per primitive cell; integrates to ``n_bands``).
+        temperatures: [n_T] (K).
+        free_energy: Helmholtz vibrational free energy (zero-point energy included) [n_T]
+            (eV per unit cell).
+        entropy: vibrational entropy [n_T] (eV/K per unit cell).
+        heat_capacity: heat capacity at constant volume [n_T] (eV/K per unit cell).
+        zero_point_energy: Σ hν/2 over the mesh (eV per unit cell); equals ``free_energy`` at 0 K.
+        lowest_frequency_mesh, lowest_frequency_path: lowest frequency (THz) on the q-mesh and
+            along the band path (negative: imaginary).
+        lowest_frequency_qpoint: where the overall lowest frequency is (reduced coordinates).
+        imaginary_tol: frequencies below ``-imaginary_tol`` (THz) count as imaginary.
+        relaxation: ``None`` without relaxation, else a dict with ``converged``, ``n_steps``,
+            ``energy`` (eV), ``fmax_final`` (eV/Å), ``spacegroup_initial``, ``spacegroup_final``,
+            ``symmetry_broken``.
+        settings: the arguments of the run (JSON-able).
+        model: a label of the calculator (shipped name, checkpoint path or calculator class).
+        phonopy: the :class:`phonopy.Phonopy` object with the force constants (not serialised).
+    """
+
+    atoms: Atoms
+    primitive: Atoms
+    spacegroup: str
+    supercell_matrix: np.ndarray
+    supercell_widths: np.ndarray
+    n_supercell_atoms: int
+    n_displacements: int
+    band_path: str
+    band_segments: List[Tuple[str, str]]
+    band_qpoints: List[np.ndarray]
+    band_distances: List[np.ndarray]
+    band_frequencies: List[np.ndarray]
+    mesh: List[int]
+    dos_frequencies: np.ndarray
+    dos: np.ndarray
+    temperatures: np.ndarray
+    free_energy: np.ndarray
+    entropy: np.ndarray
+    heat_capacity: np.ndarray
+    zero_point_energy: float
+    lowest_frequency_mesh: float
+    lowest_frequency_path: float
+    lowest_frequency_qpoint: List[float]
+    imaginary_tol: float
+    relaxation: Optional[Dict[str, Any]] = None
+    settings: Dict[str, Any] = field(default_factory=dict)
+    model: str = ""
+    phonopy: Any = field(default=None, repr=False, compare=False)
+
+    # ---------------------------------------------------------------- derived numbers
+    @property
+    def n_atoms(self) -> int:
+        """Atoms in the unit cell."""
+        return len(self.atoms)
+
+    @property
+    def n_atoms_primitive(self) -> int:
+        """Atoms in the primitive cell."""
+        return len(self.primitive)
+
+    @property
+    def n_bands(self) -> int:
+        """Phonon branches: 3 × atoms in the primitive cell."""
+        return 3 * self.n_atoms_primitive
+
+    @property
+    def lowest_frequency(self) -> float:
+        """Lowest frequency on the mesh and the path (THz; negative: imaginary)."""
+        return float(min(self.lowest_frequency_mesh, self.lowest_frequency_path))
+
+    @property
+    def has_imaginary_modes(self) -> bool:
+        """True when a frequency on the mesh or the path lies below ``-imaginary_tol``."""
+        return bool(self.lowest_frequency < -self.imaginary_tol)
+
+    @property
+    def free_energy_per_atom(self) -> np.ndarray:
+        """Helmholtz free energy (eV/atom)."""
+        return self.free_energy / self.n_atoms
+
+    @property
+    def entropy_per_atom(self) -> np.ndarray:
+        """Entropy (eV/K/atom)."""
+        return self.entropy / self.n_atoms
+
+    @property
+    def heat_capacity_per_atom(self) -> np.ndarray:
+        """Heat capacity at constant volume (eV/K/atom); → 3 k_B at high temperature."""
+        return self.heat_capacity / self.n_atoms
+
+    @property
+    def zero_point_energy_per_atom(self) -> float:
+        """Zero-point energy (eV/atom)."""
+        return self.zero_point_energy / self.n_atoms
+
+    def frequencies_at(self, qpoint: Sequence[float]) -> np.ndarray:
+        """Frequencies [n_bands] (THz) at ``qpoint`` (reduced coordinates of the primitive
+        reciprocal lattice), from the force constants (needs the phonopy object)."""
+        if self.phonopy is None:
+            raise ValueError("this result has no phonopy object (it was loaded from JSON)")
+        q = np.asarray(qpoint, dtype=float).reshape(1, 3)
+        return np.asarray(self.phonopy.run_qpoints(q).frequencies[0], dtype=float)
+
+    # ---------------------------------------------------------------- output
+    def to_dict(self) -> dict:
+        """JSON-serialisable summary (everything but the phonopy object); keys carry units."""
+        n, n_prim = self.n_atoms, self.n_atoms_primitive
+        return _jsonable({
+            "model": self.model,
+            "settings": self.settings,
+            "structure": _structure_dict(self.atoms),
+            "spacegroup": self.spacegroup,
+            "primitive": _structure_dict(self.primitive),
+            "n_atoms": n,
+            "n_atoms_primitive": n_prim,
+            "n_bands": self.n_bands,
+            "relaxation": self.relaxation,
+            "supercell": {
+                "matrix": self.supercell_matrix,
+                "n_atoms": self.n_supercell_atoms,
+                "perpendicular_widths_A": self.supercell_widths,
+                "n_displacements": self.n_displacements,
+            },
+            "band_structure": {
+                "path": self.band_path,
+                "qpoints_basis": "reduced coordinates of the primitive cell's reciprocal lattice",
+                "segments": [
+                    {
+                        "labels": list(labels),
+                        "qpoints": q,
+                        "distances_inv_A": d,
+                        "frequencies_THz": f,
+                    }
+                    for labels, q, d, f in zip(
+                        self.band_segments, self.band_qpoints, self.band_distances, self.band_frequencies,
+                        strict=True,
+                    )
+                ],
+            },
+            "dos": {
+                "mesh": self.mesh,
+                "frequencies_THz": self.dos_frequencies,
+                "dos_states_per_THz_per_primitive_cell": self.dos,
+            },
+            "thermal_properties": {
+                "temperatures_K": self.temperatures,
+                "free_energy_eV_per_cell": self.free_energy,
+                "entropy_eV_per_K_per_cell": self.entropy,
+                "heat_capacity_eV_per_K_per_cell": self.heat_capacity,
+                "free_energy_eV_per_atom": self.free_energy_per_atom,
+                "entropy_eV_per_K_per_atom": self.entropy_per_atom,
+                "heat_capacity_eV_per_K_per_atom": self.heat_capacity_per_atom,
+                "zero_point_energy_eV_per_cell": self.zero_point_energy,
+                "zero_point_energy_eV_per_atom": self.zero_point_energy_per_atom,
+            },
+            "imaginary_modes": {
+                "has_imaginary_modes": self.has_imaginary_modes,
+                "lowest_frequency_THz": self.lowest_frequency,
+                "lowest_frequency_mesh_THz": self.lowest_frequency_mesh,
+                "lowest_frequency_path_THz": self.lowest_frequency_path,
+                "lowest_frequency_qpoint": self.lowest_frequency_qpoint,
+                "tolerance_THz": self.imaginary_tol,
+            },
+        })
+
+    def save(self, out_dir: Union[str, os.PathLike]) -> Dict[str, Path]:
+        """Write ``phonons.json`` and the plots ``band_structure.png`` (with the DOS alongside),
+        ``dos.png`` and ``thermal_properties.png`` into ``out_dir``, each atomically.
+
+        Returns the paths by name (``"json"``, ``"band_structure"``, ``"dos"``,
+        ``"thermal_properties"``). The plots need matplotlib (``pip install mlip-torch[plot]``).
+        """
+        from mlip.checkpoint import atomic_write
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        paths = {"json": out / JSON_NAME}
+        atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        plots = (plot_band_structure, plot_dos, plot_thermal_properties)
+        for name, plot in zip(PLOT_NAMES, plots, strict=True):
+            key = name[: -len(".png")]
+            paths[key] = out / name
+            fig = plot(self)
+            atomic_write(paths[key], lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=130))
+        return paths
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _jsonable(value):
+    """numpy → lists/floats (non-finite floats → None), tuples → lists, recursively."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def _structure_dict(atoms: Atoms) -> dict:
+    return {
+        "symbols": atoms.get_chemical_symbols(),
+        "cell_A": np.asarray(atoms.cell.array, dtype=float),
+        "positions_A": np.asarray(atoms.positions, dtype=float),
+        "masses_amu": np.asarray(atoms.get_masses(), dtype=float),
+    }
+
+
+def default_supercell(atoms: Atoms, min_width: float = DEFAULT_MIN_WIDTH) -> Tuple[int, int, int]:
+    """The smallest diagonal supercell ``(n1, n2, n3)`` of ``atoms.cell`` whose perpendicular
+    widths (distances between opposite faces) are all ≥ ``min_width`` (Å)."""
+    from mlip.workflows.phonopy_utils import perpendicular_widths
+
+    if not (min_width > 0 and math.isfinite(min_width)):
+        raise ValueError(f"min_width must be a positive length in Å, got {min_width}")
+    widths = perpendicular_widths(atoms.cell.array)
+    return tuple(max(1, int(math.ceil(min_width / w - 1e-9))) for w in widths)  # type: ignore[return-value]
+
+
+def calculator_cutoff(calculator) -> Optional[float]:
+    """The interaction cutoff (Å) of an mlip calculator (``.potential.cutoff``); None when the
+    calculator does not expose one (most ASE calculators)."""
+    from mlip.workflows.model_loading import potential_of
+
+    potential = potential_of(calculator)
+    if potential is None:
+        return None
+    cutoff = getattr(potential, "cutoff", None)
+    return float(cutoff) if cutoff is not None and float(cutoff) > 0 else None
+
+
+def _check_supercell_for_cutoff(atoms: Atoms, matrix: np.ndarray, cutoff: Optional[float]) -> None:
+    """Refuse a supercell narrower than twice the cutoff (the error names one that is wide enough)."""
+    from mlip.workflows.phonopy_utils import perpendicular_widths
+
+    if cutoff is None:
+        return
+    widths = perpendicular_widths(matrix @ atoms.cell.array)
+    if widths.min() + 1e-9 >= 2.0 * cutoff:
+        return
+    good = default_supercell(atoms, 2.0 * cutoff)
+    n_good = int(np.prod(good)) * len(atoms)
+    raise ValueError(
+        f"supercell {matrix.tolist()} is too small for the model's cutoff of {cutoff:g} Å: its "
+        f"perpendicular widths {np.round(widths, 2).tolist()} Å must all be at least twice the cutoff "
+        f"({2 * cutoff:g} Å), or a displaced atom interacts with its own periodic images and the force "
+        f"constants are wrong; use supercell={good} ({n_good} atoms) or larger"
+    )
+
+
+def _mesh_argument(mesh) -> Union[float, List[int]]:
+    """Validate ``mesh``: a length (float, Å), an integer n (n×n×n) or three integers."""
+    if isinstance(mesh, (bool, np.bool_)) or mesh is None:
+        raise ValueError(f"mesh must be a length in Å (float), n or (n1, n2, n3), got {mesh!r}")
+    if isinstance(mesh, (float, np.floating)):
+        if not (mesh > 0 and math.isfinite(mesh)):
+            raise ValueError(f"a mesh length must be positive (Å), got {mesh}")
+        return float(mesh)
+    arr = np.asarray(mesh)
+    if arr.ndim == 0:
+        arr = np.repeat(arr, 3)
+    if arr.shape != (3,) or not np.issubdtype(arr.dtype, np.number) or not np.allclose(arr, np.round(arr)):
+        raise ValueError(f"mesh must be a length in Å (float), n or (n1, n2, n3) integers, got {mesh!r}")
+    if np.any(arr < 1):
+        raise ValueError(f"mesh numbers must be >= 1, got {arr.tolist()}")
+    return [int(x) for x in np.round(arr)]
+
+
+def _temperature_range(temperatures) -> Tuple[float, float, float]:
+    try:
+        t_min, t_max, t_step = (float(t) for t in temperatures)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"temperatures must be (t_min, t_max, t_step) in K, got {temperatures!r}"
+        ) from None
+    if not all(math.isfinite(t) for t in (t_min, t_max, t_step)):
+        raise ValueError(f"temperatures must be finite, got {temperatures!r}")
+    if t_min < 0 or t_max < t_min or t_step <= 0:
+        raise ValueError(
+            f"temperatures (t_min, t_max, t_step) need 0 <= t_min <= t_max and t_step > 0 (K), "
+            f"got {temperatures!r}"
+        )
+    return t_min, t_max, t_step
+
+
+def _label(name: str) -> str:
+    return "Γ" if name in ("G", "Gamma", "GAMMA") else name
+
+
+def _model_fingerprint(calc) -> str:
+    """Identity of a calculator for the force cache: weights hash (mlip) or class + parameters."""
+    from mlip.workflows.model_loading import potential_of
+
+    potential = potential_of(calc)
+    h = hashlib.sha256()
+    if potential is not None:
+        import torch
+
+        h.update(f"mlip:{potential.architecture}:{potential.cutoff!r}".encode())
+        h.update(json.dumps(potential.hyperparameters, sort_keys=True, default=str).encode())
+        for name, tensor in sorted(potential.state_dict().items()):
+            t = tensor.detach().to("cpu")
+            if t.is_floating_point():
+                t = t.to(torch.float64)
+            h.update(name.encode())
+            h.update(t.contiguous().numpy().tobytes())
+        return "mlip-" + h.hexdigest()[:24]
+    cls = type(calc)
+    h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
+    params = getattr(calc, "parameters", None)
+    if isinstance(params, dict):
+        h.update(json.dumps(params, sort_keys=True, default=repr).encode())
+    return f"{cls.__qualname__}-" + h.hexdigest()[:24]
+
+
+def _atoms_from_dict(d: dict) -> Atoms:
+    return Atoms(
+        symbols=d["symbols"], cell=np.array(d["cell_A"], dtype=float),
+        positions=np.array(d["positions_A"], dtype=float), masses=np.array(d["masses_amu"], dtype=float),
+        pbc=True,
+    )
+
+
+def _write_json(path: Path, obj) -> None:
+    from mlip.checkpoint import atomic_write
+
+    text = json.dumps(_jsonable(obj), indent=1, allow_nan=False)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# ----------------------------------------------------------------------------------------- workflow
+def run_phonons(
+    atoms: Atoms,
+    calculator,
+    supercell: Union[None, int, Sequence[int], Sequence[Sequence[int]]] = None,
+    displacement: float = DEFAULT_DISPLACEMENT,
+    relax: bool = True,
+    fmax: float = 1e-4,
+    relax_steps: int = 300,
+    symprec: float = 1e-5,
+    fix_symmetry_symprec: float = 0.01,
+    no_shear: bool = False,
+    mesh: Union[float, int, Sequence[int]] = DEFAULT_MESH,
+    temperatures: Sequence[float] = (0.0, 1000.0, 10.0),
+    band_npoints: int = 51,
+    imaginary_tol: float = DEFAULT_IMAGINARY_TOL,
+    out_dir: Union[str, os.PathLike, None] = None,
+    progress: bool = True,
+    min_width: float = DEFAULT_MIN_WIDTH,
+) -> PhononResult:
+    """Harmonic phonons of a crystal: band structure, DOS, thermal properties, imaginary modes.
+
+    Args:
+        atoms: a crystal, periodic in all three directions (not modified). Its masses are used.
+        calculator: anything :func:`mlip.workflows.resolve_calculator` accepts (shipped model
+            name, checkpoint path, :class:`mlip.Potential`, ASE calculator, ``"module:Class"``);
+            mlip potentials are evaluated in float64.
+        supercell: ``n``, ``(n1, n2, n3)`` or an integer 3×3 matrix applied to the (relaxed) cell
+            of ``atoms``. Default (None): the smallest diagonal supercell whose perpendicular widths
+            are all ≥ ``min_width`` and ≥ twice the model's cutoff (when the model has one).
+            A supercell narrower than twice the cutoff of an mlip model is refused.
+        displacement: finite-displacement distance (Å); phonopy's default 0.01.
+        relax: relax positions and cell first, keeping the space group (FIRE + FrechetCellFilter +
+            ``FixSymmetry``). Phonons of an unrelaxed structure have spurious soft/imaginary modes.
+        fmax: relaxation threshold (eV/Å; the cell filter's scaled stress included).
+        relax_steps: maximum relaxation steps.
+        symprec: symmetry tolerance of phonopy (displacements, force-constant symmetrisation,
+            primitive cell) and of the space-group report (Å).
+        fix_symmetry_symprec: tolerance of the symmetry ``FixSymmetry`` imposes while relaxing.
+        no_shear: relax the cell without shear (strain mask [1, 1, 1, 0, 0, 0]).
+        mesh: q-mesh for the DOS, thermal properties and imaginary-mode check: a length (float, Å;
+            phonopy's density, ≈ length·|b_i| points along reciprocal vector b_i), ``n`` or
+            ``(n1, n2, n3)``. Γ-centred.
+        temperatures: ``(t_min, t_max, t_step)`` (K) of the thermal properties, t_max included.
+        band_npoints: q-points per straight segment of the band path (ends included).
+        imaginary_tol: frequencies below ``-imaginary_tol`` (THz) count as imaginary; smaller
+            negative values near Γ are numerical noise of the acoustic branches.
+        out_dir: folder for the results (``phonons.json`` and the plots, see
+            :meth:`PhononResult.save`) and for a resumable cache (``cache/``: the relaxed
+            structure and the forces of each displaced supercell). A rerun with the same input
+            and settings recomputes nothing; a cache made with another model or for other
+            supercells is refused (use another folder, or delete ``cache/``).
+        progress: progress bars for the relaxation and the displaced-supercell forces.
+        min_width: lower bound (Å) on the perpendicular widths of the default supercell.
+
+    Raises:
+        ValueError: non-periodic or empty structure, bad supercell (malformed, singular,
+            left-handed, too small for the model's cutoff), non-positive displacement, bad mesh,
+            temperatures or tolerances, elements unknown to the model (from the calculator), or a
+            cache in ``out_dir`` made for other structures or another model.
+        ImportError: phonopy or spglib is missing (``pip install 'mlip-torch[phonons]'``).
+
+    A relaxation that does not converge, or that changes the space group, emits a
+    ``RuntimeWarning`` and the phonons are computed anyway (see ``result.relaxation``).
+    """
+    from mlip.workflows.displacement_forces import displacement_forces
+    from mlip.workflows.model_loading import describe_model, resolve_calculator
+    from mlip.workflows.phonopy_utils import (
+        import_phonopy,
+        perpendicular_widths,
+        supercell_matrix,
+        to_ase_atoms,
+        to_phonopy_atoms,
+    )
+
+    # ---------------------------------------------------------------- validate input
+    if not isinstance(atoms, Atoms):
+        raise ValueError(f"atoms must be an ase.Atoms crystal, got {type(atoms).__name__}")
+    if len(atoms) == 0:
+        raise ValueError("the structure has no atoms")
+    if not np.all(atoms.pbc):
+        raise ValueError(
+            f"phonons need a crystal periodic in all three directions, got pbc={atoms.pbc.tolist()} "
+            "(molecules, slabs and wires are not supported)"
+        )
+    if atoms.cell.rank < 3 or abs(atoms.cell.volume) < 1e-8:
+        raise ValueError(f"the structure's cell is degenerate (volume {abs(atoms.cell.volume):.3g} Å³)")
+    if not (isinstance(displacement, (int, float, np.number)) and math.isfinite(displacement)
+            and 0 < displacement <= 0.5):
+        raise ValueError(f"displacement must be a positive distance up to 0.5 Å, got {displacement!r}")
+    if not (symprec > 0 and fix_symmetry_symprec > 0):
+        raise ValueError(f"symprec and fix_symmetry_symprec must be positive, got {symprec}, "
+                         f"{fix_symmetry_symprec}")
+    if relax and not fmax > 0:
+        raise ValueError(f"fmax must be positive (eV/Å), got {fmax}")
+    if relax and relax_steps < 0:
+        raise ValueError(f"relax_steps must be >= 0, got {relax_steps}")
+    mesh_arg = _mesh_argument(mesh)
+    t_min, t_max, t_step = _temperature_range(temperatures)
+    if isinstance(band_npoints, bool) or not isinstance(band_npoints, (int, np.integer)) or band_npoints < 2:
+        raise ValueError(f"band_npoints must be an integer >= 2, got {band_npoints!r}")
+    if not (isinstance(min_width, (int, float, np.number)) and math.isfinite(min_width) and min_width > 0):
+        raise ValueError(f"min_width must be a positive length in Å, got {min_width!r}")
+    band_npoints = int(band_npoints)
+    if not (imaginary_tol >= 0 and math.isfinite(imaginary_tol)):
+        raise ValueError(f"imaginary_tol must be >= 0 (THz), got {imaginary_tol}")
+    matrix: Optional[np.ndarray] = None
+    if supercell is not None:
+        try:
+            matrix = supercell_matrix(supercell)
+        except (TypeError, ValueError) as err:
+            message = str(err)
+            if "supercell" not in message:
+                message = f"a supercell must be n, (n1, n2, n3) or an integer 3×3 matrix, got {supercell!r}"
+            raise ValueError(message) from None
+        if np.linalg.det(matrix) < 0:
+            raise ValueError(f"supercell matrix {matrix.tolist()} is left-handed (negative determinant)")
+    phonopy_module = import_phonopy()
+
+    calc = resolve_calculator(calculator, dtype="float64")
+    if str(getattr(calc, "dtype", "")) in ("torch.float32", "torch.float16", "torch.bfloat16"):
+        warnings.warn(
+            f"the calculator evaluates in {str(calc.dtype).replace('torch.', '')}: finite-displacement "
+            "phonons need float64 (forces from 0.01 Å displacements drown in round-off); pass the model "
+            "name, checkpoint or Potential instead (resolved in float64) or MLIPCalculator(dtype='float64')",
+            RuntimeWarning, stacklevel=2,
+        )
+    cutoff = calculator_cutoff(calc)
+    if matrix is not None:
+        _check_supercell_for_cutoff(atoms, matrix, cutoff)
+
+    settings = {
+        "supercell": None if supercell is None else np.asarray(supercell).tolist(),
+        "min_width_A": float(min_width),
+        "displacement_A": float(displacement),
+        "relax": bool(relax),
+        "fmax_eV_per_A": float(fmax),
+        "relax_steps": int(relax_steps),
+        "symprec": float(symprec),
+        "fix_symmetry_symprec": float(fix_symmetry_symprec),
+        "no_shear": bool(no_shear),
+        "mesh": mesh_arg,
+        "temperatures_K": [t_min, t_max, t_step],
+        "band_npoints": band_npoints,
+        "imaginary_tol_THz": float(imaginary_tol),
+        "model_cutoff_A": cutoff,
+    }
+
+    cache = Path(out_dir) / "cache" if out_dir is not None else None
+    if cache is not None:
+        _check_model_cache(cache, calc)
+
+    # ---------------------------------------------------------------- relaxation
+    unit = atoms.copy()
+    unit.calc = None
+    unit.set_constraint()
+    relaxation = None
+    if relax:
+        unit, relaxation = _relaxed(unit, calc, cache, fmax=fmax, steps=relax_steps, symprec=symprec,
+                                    fix_symmetry_symprec=fix_symmetry_symprec, no_shear=no_shear,
+                                    progress=progress)
+
+    # ---------------------------------------------------------------- supercell
+    if matrix is None:
+        target = float(min_width) if cutoff is None else max(float(min_width), 2.0 * cutoff)
+        matrix = np.diag(default_supercell(unit, target)).astype(int)
+    else:
+        _check_supercell_for_cutoff(unit, matrix, cutoff)  # the relaxed cell may have shrunk
+    widths = perpendicular_widths(matrix @ unit.cell.array)
+
+    # ---------------------------------------------------------------- force constants
+    with warnings.catch_warnings():
+        # phonopy 4 notes that 'auto' picked a non-identity primitive matrix: we ask for it on purpose.
+        warnings.filterwarnings("ignore", message="primitive_matrix defaulted to 'auto'")
+        ph = phonopy_module.Phonopy(to_phonopy_atoms(unit), supercell_matrix=matrix,
+                                    primitive_matrix="auto", symprec=symprec)
+    ph.generate_displacements(distance=float(displacement))
+    displaced = [to_ase_atoms(s) for s in ph.supercells_with_displacements]
+    forces = displacement_forces(displaced, calc, cache_dir=None if cache is None else cache / "fc2",
+                                 label="fc2", progress=progress)
+    ph.forces = np.array(forces, dtype=float)
+    ph.produce_force_constants()
+    ph.symmetrize_force_constants()
+
+    primitive = to_ase_atoms(ph.primitive)
+
+    # ---------------------------------------------------------------- band structure
+    band = _band_structure(ph, primitive, band_npoints)
+
+    # ---------------------------------------------------------------- mesh, DOS, thermal properties
+    ph.run_mesh(mesh_arg, is_gamma_center=True)
+    mesh_freqs = np.asarray(ph.mesh.frequencies, dtype=float)
+    mesh_q = np.asarray(ph.mesh.qpoints, dtype=float)
+    ph.run_total_dos()
+    dos_f = np.array(ph.total_dos.frequency_points, dtype=float)
+    dos = np.array(ph.total_dos.dos, dtype=float)
+    ph.run_thermal_properties(t_min=t_min, t_max=t_max, t_step=t_step, exclude_gamma_acoustic=True)
+    tp = ph.thermal_properties
+    from phonopy.physical_units import get_physical_units
+
+    ev_to_kjmol = get_physical_units().EvTokJmol
+    per_cell = len(unit) / len(primitive)  # phonopy's values are per primitive cell (per mole of them)
+    free_energy = np.asarray(tp.free_energy, dtype=float) / ev_to_kjmol * per_cell
+    entropy = np.asarray(tp.entropy, dtype=float) / (1000.0 * ev_to_kjmol) * per_cell
+    heat_capacity = np.asarray(tp.heat_capacity, dtype=float) / (1000.0 * ev_to_kjmol) * per_cell
+    zpe = float(tp.zero_point_energy) / ev_to_kjmol * per_cell
+
+    # ---------------------------------------------------------------- imaginary modes
+    k_mesh = np.unravel_index(int(np.argmin(mesh_freqs)), mesh_freqs.shape)[0]
+    low_mesh = float(mesh_freqs.min())
+    path_all = np.concatenate(band["frequencies"])
+    q_all = np.concatenate(band["qpoints"])
+    k_path = np.unravel_index(int(np.argmin(path_all)), path_all.shape)[0]
+    low_path = float(path_all.min())
+    low_q = mesh_q[k_mesh] if low_mesh <= low_path else q_all[k_path]
+
+    result = PhononResult(
+        atoms=unit,
+        primitive=primitive,
+        spacegroup=str(ph.symmetry.get_international_table()),
+        supercell_matrix=np.asarray(matrix, dtype=int),
+        supercell_widths=widths,
+        n_supercell_atoms=len(ph.supercell),
+        n_displacements=len(displaced),
+        band_path=band["path"],
+        band_segments=band["segments"],
+        band_qpoints=band["qpoints"],
+        band_distances=band["distances"],
+        band_frequencies=band["frequencies"],
+        mesh=[int(x) for x in ph.mesh.mesh_numbers],
+        dos_frequencies=dos_f,
+        dos=dos,
+        temperatures=np.asarray(tp.temperatures, dtype=float),
+        free_energy=free_energy,
+        entropy=entropy,
+        heat_capacity=heat_capacity,
+        zero_point_energy=zpe,
+        lowest_frequency_mesh=low_mesh,
+        lowest_frequency_path=low_path,
+        lowest_frequency_qpoint=[float(x) for x in low_q],
+        imaginary_tol=float(imaginary_tol),
+        relaxation=relaxation,
+        settings=settings,
+        model=describe_model(calc, calculator if isinstance(calculator, (str, os.PathLike)) else None),
+        phonopy=ph,
+    )
+    if out_dir is not None:
+        result.save(out_dir)
+    return result
+
+
+def _check_model_cache(cache: Path, calc) -> None:
+    """Refuse a cache folder whose forces came from another model; record the model otherwise."""
+    from mlip.workflows.model_loading import describe_model
+
+    path = cache / "model.json"
+    fingerprint = _model_fingerprint(calc)
+    old = _read_json(path) if path.exists() else None
+    if old is not None and old.get("fingerprint") != fingerprint:
+        raise ValueError(
+            f"{cache} holds results of another model ({old.get('model')!r}, fingerprint "
+            f"{old.get('fingerprint')}) than this run's ({describe_model(calc)!r}, {fingerprint}); "
+            "use another output folder or delete it"
+        )
+    if old is None:
+        _write_json(path, {"model": describe_model(calc), "fingerprint": fingerprint})
+
+
+def _relaxed(unit: Atoms, calc, cache: Optional[Path], *, fmax, steps, symprec, fix_symmetry_symprec,
+             no_shear, progress) -> Tuple[Atoms, dict]:
+    """Symmetry-preserving relaxation, reused from ``cache`` when the input and settings match."""
+    from mlip.workflows.displacement_forces import structures_fingerprint
+    from mlip.workflows.relax import relax as relax_structure
+
+    key = {
+        "input": structures_fingerprint([unit]),
+        "fmax": float(fmax), "steps": int(steps), "fix_symmetry_symprec": float(fix_symmetry_symprec),
+        "symprec": float(symprec), "no_shear": bool(no_shear),
+    }
+    path = cache / "relaxed_structure.json" if cache is not None else None
+    if path is not None and path.exists():
+        saved = _read_json(path)
+        if saved is not None and saved.get("key") == key:
+            try:
+                return _atoms_from_dict(saved["structure"]), saved["relaxation"]
+            except (KeyError, TypeError, ValueError):
+                pass  # unreadable: relax again
+    result = relax_structure(
+        unit, calc, fmax=fmax, steps=steps, cell_filter=True, progress=progress, fix_symmetry=True,
+        symprec=fix_symmetry_symprec, cell_mask=[1, 1, 1, 0, 0, 0] if no_shear else None,
+        spacegroup_symprec=symprec,
+    )
+    relaxed = result.atoms.copy()
+    relaxed.calc = None
+    relaxed.set_constraint()
+    info = {
+        "converged": bool(result.converged),
+        "n_steps": int(result.n_steps),
+        "energy_eV": float(result.energy),
+        "fmax_final_eV_per_A": float(result.fmax_final),
+        "spacegroup_initial": result.spacegroup_initial,
+        "spacegroup_final": result.spacegroup_final,
+        "symmetry_broken": bool(result.symmetry_broken),
+    }
+    if not result.converged:
+        warnings.warn(
+            f"relaxation did not reach fmax={fmax} eV/Å in {steps} steps (fmax {result.fmax_final:.2g}); "
+            "phonons of a structure off its minimum can show spurious imaginary modes",
+            RuntimeWarning, stacklevel=3,
+        )
+    if result.symmetry_broken:
+        warnings.warn(
+            f"the space group changed during relaxation: {result.spacegroup_initial} → "
+            f"{result.spacegroup_final}", RuntimeWarning, stacklevel=3,
+        )
+    if path is not None:
+        _write_json(path, {"key": key, "structure": _structure_dict(relaxed), "relaxation": info})
+        # Reload what was written so that a first run and a resumed run use identical numbers.
+        relaxed = _atoms_from_dict(_read_json(path)["structure"])
+    return relaxed, info
+
+
+def _band_structure(ph, primitive: Atoms, npoints: int) -> dict:
+    """Frequencies along the standard path of the primitive cell (ASE's Setyawan–Curtarolo path)."""
+    from ase.dft.kpoints import parse_path_string
+    from phonopy.phonon.band_structure import get_band_qpoints_and_path_connections
+
+    bandpath = None
+    last_err: Optional[Exception] = None
+    for eps in (2e-4, 1e-3, 1e-2):
+        try:
+            bandpath = primitive.cell.bandpath(npoints=0, eps=eps)
+            break
+        except Exception as err:  # noqa: BLE001 - ASE raises several kinds for odd cells
+            last_err = err
+    if bandpath is None:
+        raise ValueError(f"could not determine a band path for the primitive cell: {last_err}")
+    special = bandpath.special_points
+    branches = parse_path_string(bandpath.path)
+    coords = [[np.asarray(special[name], dtype=float) for name in branch] for branch in branches]
+    qpoints, connections = get_band_qpoints_and_path_connections(coords, npoints=npoints)
+    labels = [_label(name) for branch in branches for name in branch]
+    ph.run_band_structure(qpoints, path_connections=connections, labels=labels)
+    bs = ph.band_structure
+    segments = [(_label(b[i]), _label(b[i + 1])) for b in branches for i in range(len(b) - 1)]
+    return {
+        "path": bandpath.path,
+        "segments": segments,
+        "qpoints": [np.asarray(q, dtype=float) for q in bs.qpoints],
+        "distances": [np.asarray(d, dtype=float) for d in bs.distances],
+        "frequencies": [np.asarray(f, dtype=float) for f in bs.frequencies],
+    }
+
+
+# ----------------------------------------------------------------------------------------- plots
+def _figure(figsize):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("phonon plots need matplotlib: pip install 'mlip-torch[plot]'") from err
+    fig = Figure(figsize=figsize, constrained_layout=True)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _title(result: PhononResult) -> str:
+    title = f"{result.atoms.get_chemical_formula(mode='reduce')}  {result.spacegroup}"
+    if result.model:
+        title += f"  —  {result.model}"
+    return title
+
+
+def _shade_imaginary(ax, result: PhononResult, axis: str = "y") -> None:
+    """Shade the negative-frequency region (imaginary modes, plotted as negative numbers)."""
+    if result.lowest_frequency >= 0:
+        return
+    span = ax.axhspan if axis == "y" else ax.axvspan
+    lo = min(result.lowest_frequency * 1.1, -0.05)
+    span(lo, 0.0, color="tab:red", alpha=0.08, lw=0, label="imaginary (shown as negative)")
+
+
+def _add_mev_axis(ax, axis: str = "y") -> None:
+    """Secondary axis in meV (1 THz = 4.1357 meV)."""
+    f = 1000.0 * EV_PER_THZ
+    if axis == "y":
+        sec = ax.secondary_yaxis("right", functions=(lambda x: x * f, lambda x: x / f))
+        sec.set_ylabel("energy (meV)")
+    else:
+        sec = ax.secondary_xaxis("top", functions=(lambda x: x * f, lambda x: x / f))
+        sec.set_xlabel("energy (meV)")
+
+
+def plot_band_structure(result: PhononResult):
+    """Band structure (frequency in THz vs path; imaginary modes negative) with the DOS alongside.
+
+    Returns a matplotlib ``Figure`` (Agg canvas, no pyplot)."""
+    fig = _figure((9.0, 5.0))
+    ax, ax_dos = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [4, 1]})
+    imaginary = result.has_imaginary_modes
+    ticks: List[float] = []
+    tick_labels: List[str] = []
+    previous_end: Optional[str] = None
+    segments = zip(result.band_segments, result.band_distances, result.band_frequencies, strict=True)
+    for (start, end), d, f in segments:
+        ax.plot(d, f, color="tab:blue", lw=1.2)
+        if imaginary:
+            neg = np.where(f < -result.imaginary_tol, f, np.nan)
+            ax.plot(d, neg, color="tab:red", lw=1.6)
+        if previous_end is None or not ticks or abs(ticks[-1] - d[0]) > 1e-9:
+            ticks.append(float(d[0]))
+            tick_labels.append(start)
+        elif previous_end != start:  # a jump in the path: "K|U"
+            tick_labels[-1] = f"{previous_end}|{start}"
+        ticks.append(float(d[-1]))
+        tick_labels.append(end)
+        previous_end = end
+    for x in ticks:
+        ax.axvline(x, color="0.6", lw=0.6)
+    ax.axhline(0.0, color="black", lw=0.6)
+    _shade_imaginary(ax, result)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(tick_labels)
+    ax.set_xlim(ticks[0], ticks[-1])
+    ax.set_xlabel("wave vector")
+    ax.set_ylabel("frequency (THz)")
+    title = _title(result)
+    if imaginary:
+        title += f"\nimaginary modes: lowest {result.lowest_frequency:.3g} THz"
+    ax.set_title(title, fontsize=10)
+    ax_dos.plot(result.dos, result.dos_frequencies, color="black", lw=1.0)
+    ax_dos.fill_betweenx(result.dos_frequencies, 0.0, result.dos, color="0.85")
+    ax_dos.axhline(0.0, color="black", lw=0.6)
+    ax_dos.set_xlim(left=0.0)
+    ax_dos.set_xlabel("DOS (1/THz)")
+    _add_mev_axis(ax_dos)
+    lo, hi = _frequency_range(result)
+    ax.set_ylim(lo, hi)
+    return fig
+
+
+def _frequency_range(result: PhononResult) -> Tuple[float, float]:
+    """Plot range of frequencies: from 0 (or below the lowest imaginary mode) to above the highest."""
+    lo = min(0.0, result.lowest_frequency)
+    hi = max(float(max(f.max() for f in result.band_frequencies)), 1e-3)
+    pad = 0.04 * (hi - lo)
+    return (lo - pad if lo < -result.imaginary_tol else 0.0), hi + pad
+
+
+def plot_dos(result: PhononResult):
+    """Total phonon DOS (states/THz per primitive cell) vs frequency (THz). Returns a Figure."""
+    fig = _figure((7.0, 4.2))
+    ax = fig.subplots()
+    ax.plot(result.dos_frequencies, result.dos, color="black", lw=1.0)
+    ax.fill_between(result.dos_frequencies, 0.0, result.dos, color="tab:blue", alpha=0.25)
+    ax.axvline(0.0, color="black", lw=0.6)
+    _shade_imaginary(ax, result, axis="x")
+    ax.set_xlim(*_frequency_range(result))
+    ax.set_xlabel("frequency (THz)")
+    ax.set_ylabel("DOS (states/THz per primitive cell)")
+    ax.set_ylim(bottom=0.0)
+    _add_mev_axis(ax, axis="x")
+    ax.set_title(f"{_title(result)}\nq-mesh {'×'.join(str(n) for n in result.mesh)}", fontsize=10)
+    return fig
+
+
+def plot_thermal_properties(result: PhononResult):
+    """Free energy (meV/atom), entropy and heat capacity (k_B/atom) vs temperature. Returns a Figure."""
+    fig = _figure((7.0, 7.5))
+    ax_f, ax_s, ax_c = fig.subplots(3, 1, sharex=True)
+    t = result.temperatures
+    ax_f.plot(t, 1000.0 * result.free_energy_per_atom, color="tab:blue")
+    ax_f.set_ylabel("free energy F (meV/atom)")
+    ax_f.axhline(0.0, color="0.6", lw=0.6)
+    ax_s.plot(t, result.entropy_per_atom / KB_EV, color="tab:green")
+    ax_s.set_ylabel("entropy S (k$_B$/atom)")
+    ax_c.plot(t, result.heat_capacity_per_atom / KB_EV, color="tab:red", label="C$_V$")
+    ax_c.axhline(3.0, color="0.5", lw=0.8, ls="--", label="Dulong–Petit, 3 k$_B$")
+    ax_c.set_ylabel("heat capacity C$_V$ (k$_B$/atom)")
+    ax_c.set_xlabel("temperature (K)")
+    ax_c.set_ylim(bottom=0.0)
+    ax_c.legend(loc="lower right")
+    title = f"{_title(result)}\nharmonic, per atom"
+    if result.has_imaginary_modes:
+        title += " (imaginary modes left out)"
+    ax_f.set_title(title, fontsize=10)
+    for ax in (ax_f, ax_s, ax_c):
+        if len(t) > 1:
+            ax.set_xlim(t[0], t[-1])
+        ax.grid(alpha=0.3)
+    return fig
+
+
+__all__ = [
+    "DEFAULT_DISPLACEMENT",
+    "DEFAULT_IMAGINARY_TOL",
+    "DEFAULT_MESH",
+    "DEFAULT_MIN_WIDTH",
+    "PhononResult",
+    "calculator_cutoff",
+    "default_supercell",
+    "plot_band_structure",
+    "plot_dos",
+    "plot_thermal_properties",
+    "run_phonons",
+]
