@@ -357,11 +357,11 @@ def test_symmetry_preserving_relaxation_without_shear():
         relax(atoms, EMT(), fix_symmetry=True, cell_mask=[1, 1, 1], progress=False)
 
 
-class CountingEMT(EMT):
+class CallCountingEMT(EMT):
     calls = 0
 
     def calculate(self, *args, **kwargs):
-        CountingEMT.calls += 1
+        CallCountingEMT.calls += 1
         super().calculate(*args, **kwargs)
 
 
@@ -376,29 +376,29 @@ def test_displacement_forces_resume_and_refuse_foreign_cache(tmp_path):
         structures.append(s)
     expected = displacement_forces(structures, EMT(), progress=False)
     # A run that dies after two structures keeps those two on disk...
-    calc = CountingEMT()
-    CountingEMT.calls = 0
+    calc = CallCountingEMT()
+    CallCountingEMT.calls = 0
     with pytest.raises(RuntimeError, match="boom"):
 
-        class Dying(CountingEMT):
+        class Dying(CallCountingEMT):
             def calculate(self, *args, **kwargs):
-                if CountingEMT.calls >= 2:
+                if CallCountingEMT.calls >= 2:
                     raise RuntimeError("boom")
                 super().calculate(*args, **kwargs)
 
         displacement_forces(structures, Dying(), cache_dir=tmp_path / "fc", progress=False)
     assert sorted(p.name for p in (tmp_path / "fc").glob("forces_*.npy")) == ["forces_00000.npy", "forces_00001.npy"]
     # ... and the rerun computes only the other two, with identical results.
-    CountingEMT.calls = 0
+    CallCountingEMT.calls = 0
     resumed = displacement_forces(structures, calc, cache_dir=tmp_path / "fc", progress=False)
-    assert CountingEMT.calls == 2
+    assert CallCountingEMT.calls == 2
     for a, b in zip(resumed, expected):
         assert np.array_equal(a, b)
     # A half-written or corrupt file is recomputed, not trusted.
     (tmp_path / "fc" / "forces_00003.npy").write_bytes(b"garbage")
-    CountingEMT.calls = 0
-    again = displacement_forces(structures, CountingEMT(), cache_dir=tmp_path / "fc", progress=False)
-    assert CountingEMT.calls == 1 and np.array_equal(again[3], expected[3])
+    CallCountingEMT.calls = 0
+    again = displacement_forces(structures, CallCountingEMT(), cache_dir=tmp_path / "fc", progress=False)
+    assert CallCountingEMT.calls == 1 and np.array_equal(again[3], expected[3])
     # Other structures → the cache is refused.
     other = [s.copy() for s in structures]
     other[0].positions[0, 0] += 0.01
