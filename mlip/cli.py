@@ -464,6 +464,104 @@ def cmd_phonons(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------- kappa
+def _kappa_kwargs(args) -> dict:
+    return dict(
+        displacement=args.displacement,
+        temperatures=args.temperatures,
+        method=args.method,
+        isotopes=not args.no_isotopes,
+        relax=not args.no_relax,
+        fmax=args.fmax,
+        relax_steps=args.relax_steps,
+    )
+
+
+def _print_scores(scores: dict, temperature: float) -> None:
+    print(f"\nκ_SRME against the reference at {temperature:g} K:")
+    print(f"  {'material':<24} {'κ_pred':>9} {'κ_ref':>9} {'SRME':>6} {'SRE':>6}  status")
+    for mid, sc in scores["per_material"].items():
+        pred = "-" if sc["kappa_pred"] is None else f"{sc['kappa_pred']:.3f}"
+        print(f"  {str(mid):<24} {pred:>9} {sc['kappa_ref']:>9.3f} {sc['srme']:>6.3f} {sc['sre']:>6.3f}  {sc['status']}")
+    print(f"  mean over {scores['n_materials']} materials: κ_SRME {scores['srme']:.4f}, κ_SRE {scores['sre']:.4f}, "
+          f"κ_SRD {scores['srd']:+.4f} ({scores['n_failed']} failed/unstable/missing)")
+
+
+def cmd_kappa(args) -> int:
+    import numpy as np
+
+    out_dir = Path(args.out_dir)
+    temperature = args.temperatures[0]
+    if args.batch:
+        from mlip.workflows.kappa_batch import read_kappa_structures, run_kappa_batch, score_kappa_batch
+
+        try:
+            items = read_kappa_structures(args.structure)
+        except ValueError as err:
+            raise CLIError(str(err)) from None
+        for flag in ("fc2_supercell", "fc3_supercell", "mesh"):
+            if getattr(args, flag) is not None:
+                raise CLIError(f"--{flag.replace('_', '-')} is not used with --batch: each structure carries "
+                               f"its own in atoms.info")
+        calc, label = _load_model(args.model, args.device, "float64")
+        for mid, atoms in items:
+            _check_species(atoms, calc, f"{args.structure} ({mid})")
+        print(f"model:     {label} ({_calc_label(calc)})")
+        print(f"batch:     {args.structure} ({len(items)} materials) -> {out_dir}/", flush=True)
+        counts = run_kappa_batch(items, calc, out_dir, n_shards=args.n_shards, shard_index=args.shard_index,
+                                 progress=not args.no_progress, **_kappa_kwargs(args))
+        print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} materials, "
+              f"{counts['skipped']} already done, {counts['computed']} computed ({counts['failed']} crashed)")
+        if counts["merged"] is None:
+            print("other shards still running: rerun any shard (or the whole file) to merge when they finish")
+            return 0
+        print(f"wrote:     {counts['merged']}")
+        if args.reference:
+            scores = score_kappa_batch(counts["merged"], args.reference, temperature)
+            _print_scores(scores, temperature)
+            path = out_dir / "kappa_srme.json"
+            from mlip.checkpoint import atomic_write
+
+            atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(scores, indent=1)))
+            print(f"wrote:     {path}")
+        return 0
+
+    from mlip.workflows.kappa import run_kappa
+
+    atoms = _read_structure(args.structure, args.index)
+    calc, label = _load_model(args.model, args.device, "float64")
+    _check_species(atoms, calc, args.structure)
+    print(f"model:     {label} ({_calc_label(calc)})")
+    print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})", flush=True)
+    kwargs = _kappa_kwargs(args)
+    kwargs.update(fc2_supercell=_supercell_arg(args.fc2_supercell, "--fc2-supercell"),
+                  fc3_supercell=_supercell_arg(args.fc3_supercell, "--fc3-supercell"))
+    if args.mesh is not None:
+        kwargs["mesh"] = _mesh_arg(args.mesh)
+    result = run_kappa(atoms, calc, out_dir=out_dir, progress=not args.no_progress, **kwargs)
+    print(f"supercells: fc2 {np.asarray(result.fc2_supercell).tolist()}, fc3 {np.asarray(result.fc3_supercell).tolist()}; "
+          f"q-mesh {result.mesh}; method {result.method}")
+    if result.status != "ok":
+        detail = f": {result.error}" if result.error else ""
+        print(f"status:    {result.status.upper()}{detail} (no κ; scores κ_SRME = 2)")
+    else:
+        for k, t in enumerate(result.temperatures):
+            kap = np.asarray(result.kappa[k])
+            line = f"κ({t:g} K) = {np.trace(kap) / 3:.4f} W/(m·K) (xx {kap[0, 0]:.4f}, yy {kap[1, 1]:.4f}, zz {kap[2, 2]:.4f})"
+            if result.kappa_particle is not None and result.kappa_coherence is not None:
+                line += (f"; particle {np.trace(result.kappa_particle[k]) / 3:.4f}, "
+                         f"coherence {np.trace(result.kappa_coherence[k]) / 3:.4f}")
+            print(line)
+    print(f"wrote:     {out_dir}/kappa.json")
+    if args.reference:
+        from mlip.workflows.kappa import load_kappa
+        from mlip.workflows.kappa_metrics import mean_kappa_scores
+
+        scores = mean_kappa_scores({"structure": result}, {"structure": load_kappa(args.reference)}, temperature)
+        _print_scores(scores, temperature)
+    return 0 if result.status == "ok" else 1
+
+
 # ---------------------------------------------------------------------------------------- parser
 def _number(kind: type, minimum: float, strict: bool, bound: str):
     """argparse type: a finite ``kind`` (int or float) > minimum (strict) or >= minimum."""
@@ -568,6 +666,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tstep", type=_positive_float, default=10.0, help="K (default: %(default)s)")
     p.add_argument("--out-dir", default="phonons", help="results, plots and resumable cache (default: %(default)s)")
     p.set_defaults(func=cmd_phonons)
+
+    p = sub.add_parser("kappa", help="lattice thermal conductivity (phono3py; Wigner RTA by default)")
+    p.add_argument("structure", metavar="STRUCTURE",
+                   help="a crystal (ASE-readable), or with --batch a multi-frame file whose frames carry "
+                        "fc2_supercell, fc3_supercell, q_point_mesh and material_id in atoms.info")
+    _add_model_args(p, dtype="float64")
+    p.add_argument("--fc2-supercell", type=int, nargs="+", metavar="N", help="n, n1 n2 n3 or a 3×3 matrix")
+    p.add_argument("--fc3-supercell", type=int, nargs="+", metavar="N",
+                   help="n, n1 n2 n3 or a 3×3 matrix (default: the smallest large enough; fc2 the same)")
+    p.add_argument("--mesh", nargs="+", metavar="N", help="q-mesh n or n1 n2 n3 (default: 20 20 20)")
+    p.add_argument("--displacement", type=_positive_float, default=0.03, help="Å (default: %(default)s)")
+    p.add_argument("--temperatures", type=_nonneg_float, nargs="+", default=[300.0],
+                   help="K (default: 300); κ_SRME uses the first")
+    p.add_argument("--method", choices=["wigner", "rta", "lbte"], default="wigner",
+                   help="Wigner transport (RTA, particle + coherence; the Matbench Discovery protocol), "
+                        "plain RTA or LBTE (default: %(default)s)")
+    p.add_argument("--no-isotopes", action="store_true", help="no isotope scattering")
+    p.add_argument("--no-relax", action="store_true", help="skip the symmetry-preserving relaxation")
+    p.add_argument("--fmax", type=_positive_float, default=1e-4, help="relaxation threshold, eV/Å (default: %(default)s)")
+    p.add_argument("--relax-steps", type=_nonneg_int, default=300, help="default: %(default)s")
+    p.add_argument("--out-dir", default="kappa", help="results and resumable caches (default: %(default)s)")
+    p.add_argument("--batch", action="store_true", help="STRUCTURE is a file of many crystals (sharded, resumable)")
+    p.add_argument("--n-shards", type=_positive_int, default=None,
+                   help="with --batch: number of shards (default: Slurm array, torchrun, or 1)")
+    p.add_argument("--shard-index", type=_nonneg_int, default=None, help="with --batch: this shard (0-based)")
+    p.add_argument("--reference", metavar="FILE",
+                   help="κ_SRME against reference results: a merged results file or batch folder (with "
+                        "--batch), or a kappa.json (single structure)")
+    p.set_defaults(func=cmd_kappa)
 
     p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)")
     p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")

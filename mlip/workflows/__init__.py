@@ -10,6 +10,7 @@ True
 name, a checkpoint path, an :class:`mlip.Potential`, an ASE calculator, or ``"module:Class"``.
 """
 
+from mlip.workflows.kappa import KappaResult, load_kappa, run_kappa
 from mlip.workflows.md import ENSEMBLES, MDResult, energy_drift, run_md, save_energy_plot
 from mlip.workflows.model_loading import (
     accepted_forms,
@@ -23,6 +24,7 @@ from mlip.workflows.relax import RelaxResult, relax, spacegroup
 
 __all__ = [
     "ENSEMBLES",
+    "KappaResult",
     "MDResult",
     "PhononResult",
     "RelaxResult",
@@ -31,8 +33,10 @@ __all__ = [
     "describe_model",
     "energy_drift",
     "is_untrained",
+    "load_kappa",
     "potential_of",
     "relax",
+    "run_kappa",
     "resolve_calculator",
     "run_md",
     "run_phonons",

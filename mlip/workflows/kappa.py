@@ -1,0 +1,1046 @@
+"""Lattice thermal conductivity κ with phono3py: the Matbench Discovery protocol ("phonondb-v1").
+
+>>> from ase.build import bulk
+>>> from mlip.workflows.kappa import run_kappa
+>>> result = run_kappa(bulk("Cu", "fcc", a=3.6, cubic=True), "ase.calculators.emt:EMT",
+...                    fc2_supercell=2, fc3_supercell=2, mesh=11, progress=False)
+>>> result.status, round(float(result.kappa_average[0]), 1)  # W/(m·K) at 300 K
+('ok', 12.6)
+
+The workflow (:func:`run_kappa`), by default the κ protocol of Matbench Discovery:
+
+1. symmetry-preserving relaxation: ``FixSymmetry`` (symprec 0.01) + ``FrechetCellFilter``
+   without shear (strain mask [1, 1, 1, 0, 0, 0]) + FIRE, fmax 1e-4 eV/Å, ≤ 300 steps; the space
+   group before and after (spglib, ``symprec`` 1e-5) is compared: a change marks the structure
+   ``symmetry_broken`` and stops the workflow before the third-order force constants;
+2. phono3py with the fc2 and fc3 supercells (taken from ``atoms.info["fc2_supercell"]`` /
+   ``["fc3_supercell"]`` as in the PhononDB structures file of Matbench Discovery, else given,
+   else chosen by :func:`suggest_supercell`), displacements of 0.03 Å, forces in float64 one
+   displaced supercell at a time (resumable through ``out_dir``), symmetrised fc2 and fc3;
+3. harmonic frequencies on the q-mesh (``atoms.info["q_point_mesh"]``, else 20³): imaginary modes
+   stop the workflow *before* the (expensive) fc3 forces; the result says so;
+4. conductivity at 300 K by the Wigner transport equation in the relaxation-time approximation
+   (particle/populations + coherences terms, phono3py ``transport_type="SMM19"``), isotope
+   scattering on, boundary mean free path 1e6 µm. ``method="rta"`` gives the plain Peierls–
+   Boltzmann RTA, ``method="lbte"`` the direct solution of the linearised Boltzmann equation.
+
+Supercells that are too small are refused before anything is computed (:func:`check_supercell`):
+
+* narrower than the model's cutoff (mlip calculators expose it; others are not checked): an atom
+  would interact with its own periodic image;
+* fc3 supercells narrower than ``MIN_WIDTH_NN_FACTOR`` (2.5) × the nearest-neighbour distance
+  d_nn (widths of the Minkowski-reduced supercell, a property of the lattice, not of its basis).
+  Evidence, EMT Cu, 65 supercells of the 1-atom fcc cell, mesh 11³, against the 64-atom
+  supercell (12.93 W/(m·K)): below 2.0 d_nn, 17 of 24 were off by more than 10% (median 85%;
+  the 1-atom cell × 2, 8 atoms at 1.63 d_nn, gave 2e9 W/(m·K)); at 2.0–2.5 d_nn at most +12%
+  (median 1.6%); at ≥ 2.5 d_nn at most +7% (median 1.2%; the conventional cell × 2, 32 atoms at
+  2.83 d_nn: 12.95), the spread of large supercells themselves being −3.5…+5.7%. Likewise the
+  4-atom L1₂ Cu₃Au cell × 1 (1.41 d_nn) gives 7e8 W/(m·K), × 2 gives 3.90 and × 3 3.87.
+  The 2.5 (rather than 2.0) leaves room for first coordination shells spread over up to
+  1.25 d_nn in less symmetric structures. fc2 supercells only need the cutoff rule (the 1-atom
+  cell × 2 for fc2 with a 64-atom fc3 supercell is off by 2.5%).
+
+Units: κ in W/(m·K), frequencies and linewidths in THz, heat capacities in eV/K, temperatures
+in K, lengths in Å. κ tensors are 3×3; mode-resolved κ is in Voigt order (xx, yy, zz, yz, xz,
+xy) as in phono3py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+from ase import Atoms
+
+#: conductivity methods: Wigner (RTA, particle + coherence), Peierls–Boltzmann RTA, direct LBTE
+METHODS = ("wigner", "rta", "lbte")
+
+#: fc3 supercells must be at least this many nearest-neighbour distances wide (see module docs)
+MIN_WIDTH_NN_FACTOR = 2.5
+
+#: default q-mesh when neither ``mesh`` nor ``atoms.info["q_point_mesh"]`` is given (the protocol's)
+DEFAULT_MESH = (20, 20, 20)
+
+#: acoustic frequencies at Γ down to −tolerance (THz) are numerical noise (Matbench Discovery's
+#: ``check_imaginary_freqs``); every other frequency on the mesh must be ≥ 0
+GAMMA_ACOUSTIC_TOLERANCE = 0.01
+
+#: Voigt order of phono3py's tensors and of the mode-resolved arrays
+VOIGT = ("xx", "yy", "zz", "yz", "xz", "xy")
+
+JSON_NAME = "kappa.json"
+FORMAT = "mlip-kappa/1"
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _jsonable(value):
+    """numpy → lists/floats (non-finite floats → None), tuples → lists, recursively."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def _array(value, dtype=float) -> Optional[np.ndarray]:
+    """JSON list → array (None stays None; null entries → NaN)."""
+    if value is None:
+        return None
+    if dtype is float:
+        return np.array(value, dtype=object).astype(float) if _has_none(value) else np.asarray(value, float)
+    return np.asarray(value, dtype=dtype)
+
+
+def _has_none(value) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, list):
+        return any(_has_none(v) for v in value)
+    return False
+
+
+def voigt_to_tensor(voigt) -> np.ndarray:
+    """[..., 6] Voigt (xx, yy, zz, yz, xz, xy) → [..., 3, 3] symmetric tensors."""
+    v = np.asarray(voigt, dtype=float)
+    if v.shape[-1] != 6:
+        raise ValueError(f"a Voigt array needs 6 components in its last axis, got shape {v.shape}")
+    t = np.empty(v.shape[:-1] + (3, 3))
+    for (i, j), k in zip(((0, 0), (1, 1), (2, 2), (1, 2), (0, 2), (0, 1)), range(6)):
+        t[..., i, j] = v[..., k]
+        t[..., j, i] = v[..., k]
+    return t
+
+
+def _structure_dict(atoms: Atoms) -> dict:
+    return {
+        "symbols": atoms.get_chemical_symbols(),
+        "cell_A": np.asarray(atoms.cell.array, dtype=float),
+        "positions_A": np.asarray(atoms.positions, dtype=float),
+        "masses_amu": np.asarray(atoms.get_masses(), dtype=float),
+    }
+
+
+def _atoms_from_dict(d: dict) -> Atoms:
+    return Atoms(
+        symbols=d["symbols"], cell=np.array(d["cell_A"], dtype=float),
+        positions=np.array(d["positions_A"], dtype=float), masses=np.array(d["masses_amu"], dtype=float),
+        pbc=True,
+    )
+
+
+def _write_json(path: Path, obj, compress: bool = False) -> None:
+    from mlip.checkpoint import atomic_write
+
+    text = json.dumps(_jsonable(obj), indent=None if compress else 1, allow_nan=False)
+    if compress:
+        data = gzip.compress(text.encode("utf-8"), mtime=0)
+        atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+    else:
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    try:
+        raw = Path(path).read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, EOFError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def calculator_cutoff(calculator) -> Optional[float]:
+    """The cutoff radius (Å) of an mlip calculator (``.potential.cutoff``); None for calculators
+    that do not expose one (most ASE calculators)."""
+    from mlip.workflows.model_loading import potential_of
+
+    potential = potential_of(calculator)
+    cutoff = getattr(potential, "cutoff", None) if potential is not None else None
+    return float(cutoff) if cutoff is not None and float(cutoff) > 0 else None
+
+
+def _model_fingerprint(calc) -> str:
+    """Identity of a calculator for the cache: a hash of the weights (mlip) or the class."""
+    from mlip.workflows.model_loading import potential_of
+
+    potential = potential_of(calc)
+    h = hashlib.sha256()
+    if potential is not None:
+        import torch
+
+        h.update(f"mlip:{potential.architecture}:{potential.cutoff!r}".encode())
+        h.update(json.dumps(potential.hyperparameters, sort_keys=True, default=str).encode())
+        for name, tensor in sorted(potential.state_dict().items()):
+            t = tensor.detach().to("cpu")
+            if t.is_floating_point():
+                t = t.to(torch.float64)
+            h.update(name.encode())
+            h.update(t.contiguous().numpy().tobytes())
+        return "mlip-" + h.hexdigest()[:24]
+    cls = type(calc)
+    h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
+    return f"{cls.__qualname__}-" + h.hexdigest()[:24]
+
+
+# ----------------------------------------------------------------------------------------- supercells
+def nearest_neighbor_distance(atoms: Atoms) -> float:
+    """The largest, over the atoms, of each atom's distance to its nearest neighbour (Å), periodic
+    images included: every atom's nearest neighbour lies within this distance."""
+    from ase.neighborlist import neighbor_list
+
+    if len(atoms) == 0:
+        raise ValueError("the structure has no atoms")
+    atoms = atoms.copy()
+    atoms.pbc = True
+    radius = 1.5 * (abs(atoms.cell.volume) / len(atoms)) ** (1.0 / 3.0)
+    for _ in range(8):
+        i, d = neighbor_list("id", atoms, radius)
+        nearest = np.full(len(atoms), np.inf)
+        np.minimum.at(nearest, i, d)
+        if np.all(np.isfinite(nearest)):
+            return float(nearest.max())
+        radius *= 2.0
+    raise ValueError("could not find the nearest neighbours of every atom (isolated atoms?)")
+
+
+def reduced_widths(cell) -> np.ndarray:
+    """Perpendicular widths [3] (Å) of the Minkowski-reduced lattice of ``cell`` (rows): a property
+    of the lattice, not of the basis chosen for it (skewed bases have misleadingly small widths)."""
+    from ase.geometry import minkowski_reduce
+
+    from mlip.workflows.phonopy_utils import perpendicular_widths
+
+    reduced, _ = minkowski_reduce(np.asarray(cell, dtype=float))
+    return perpendicular_widths(reduced)
+
+
+def min_supercell_width(atoms: Atoms, order: int = 3, cutoff: Optional[float] = None) -> Tuple[float, str]:
+    """The smallest acceptable width (Å) of an fc2 (``order=2``) or fc3 (``order=3``) supercell of
+    ``atoms`` and the reason: the model's ``cutoff`` (both orders) and, for fc3,
+    ``MIN_WIDTH_NN_FACTOR`` × the nearest-neighbour distance."""
+    if order not in (2, 3):
+        raise ValueError(f"order must be 2 (fc2) or 3 (fc3), got {order!r}")
+    need, reason = 0.0, ""
+    if order == 3:
+        d_nn = nearest_neighbor_distance(atoms)
+        need = MIN_WIDTH_NN_FACTOR * d_nn
+        reason = (f"{MIN_WIDTH_NN_FACTOR:g} × the nearest-neighbour distance {d_nn:.3f} Å: narrower fc3 "
+                  "supercells can give meaningless phonon linewidths (the 1-atom fcc cell × 2 gives "
+                  "κ ≈ 1e9 W/(m·K) or worse)")
+    if cutoff is not None and cutoff > need:
+        need = float(cutoff)
+        reason = (f"the model's cutoff {cutoff:g} Å: in a narrower supercell an atom interacts with its "
+                  "own periodic image")
+    return need, reason
+
+
+def _candidate_supercells(atoms: Atoms, min_width: float):
+    """Diagonal multiples of the cell and near-cubic supercells (rows ≈ L·I) for L ≥ min_width."""
+    from mlip.workflows.phonopy_utils import perpendicular_widths
+
+    widths = perpendicular_widths(atoms.cell.array)
+    yield np.diag([max(1, int(math.ceil(min_width / w - 1e-9))) for w in widths]).astype(int)
+    inverse = np.linalg.inv(atoms.cell.array)
+    for length in np.linspace(min_width, 2.0 * min_width, 41):
+        matrix = np.round(length * inverse.T).astype(int)
+        det = round(np.linalg.det(matrix))
+        if det == 0:
+            continue
+        if det < 0:
+            matrix[0] *= -1
+        yield matrix
+
+
+def suggest_supercell(atoms: Atoms, min_width: float) -> np.ndarray:
+    """A supercell matrix [3, 3] of ``atoms.cell`` with few atoms whose Minkowski-reduced
+    perpendicular widths are all ≥ ``min_width`` (Å): the smallest among the diagonal multiples and
+    near-cubic shapes (e.g. the conventional cell × 2 for a 1-atom fcc cell)."""
+    if not (min_width > 0 and math.isfinite(min_width)):
+        raise ValueError(f"min_width must be a positive length in Å, got {min_width}")
+    best, best_det = None, None
+    for matrix in _candidate_supercells(atoms, min_width):
+        det = round(abs(np.linalg.det(matrix)))
+        if best_det is not None and det >= best_det:
+            continue
+        if reduced_widths(matrix @ atoms.cell.array).min() >= min_width - 1e-9:
+            best, best_det = matrix, det
+    if best is None:  # cannot happen for the diagonal candidate, kept as a guard
+        raise ValueError(f"no supercell found with widths >= {min_width:g} Å")
+    return best
+
+
+def _format_matrix(matrix: np.ndarray) -> str:
+    matrix = np.asarray(matrix, dtype=int)
+    if np.count_nonzero(matrix - np.diag(np.diagonal(matrix))) == 0:
+        return str([int(x) for x in np.diagonal(matrix)])
+    return str(matrix.tolist())
+
+
+def check_supercell(atoms: Atoms, matrix, order: int = 3, cutoff: Optional[float] = None,
+                    label: Optional[str] = None) -> np.ndarray:
+    """Raise ValueError when the supercell ``matrix`` of ``atoms`` is too small (see
+    :func:`min_supercell_width`); the message names a supercell to use instead. Returns the
+    supercell's reduced widths [3] (Å)."""
+    from mlip.workflows.phonopy_utils import supercell_matrix
+
+    matrix = supercell_matrix(matrix)
+    widths = reduced_widths(matrix @ atoms.cell.array)
+    need, reason = min_supercell_width(atoms, order, cutoff)
+    if widths.min() + 1e-6 >= need:
+        return widths
+    name = label or f"fc{order}_supercell"
+    good = suggest_supercell(atoms, need)
+    n_good = round(abs(np.linalg.det(good))) * len(atoms)
+    raise ValueError(
+        f"{name}={_format_matrix(matrix)} ({round(abs(np.linalg.det(matrix))) * len(atoms)} atoms) is too "
+        f"small for {atoms.get_chemical_formula()}: the widths of the supercell are "
+        f"{np.round(widths, 2).tolist()} Å, but must be at least {need:.2f} Å = {reason}. Use "
+        f"{name}={_format_matrix(good)} ({n_good} atoms, widths "
+        f"{np.round(reduced_widths(good @ atoms.cell.array), 2).tolist()} Å) or any supercell at least "
+        f"{need:.2f} Å wide"
+    )
+
+
+def _parse_supercell(value, name: str) -> np.ndarray:
+    from mlip.workflows.phonopy_utils import supercell_matrix
+
+    try:
+        matrix = supercell_matrix(value)
+    except (TypeError, ValueError) as err:
+        message = str(err)
+        if "supercell" not in message:
+            message = f"a supercell must be n, (n1, n2, n3) or an integer 3×3 matrix, got {value!r}"
+        raise ValueError(f"{name}: {message}") from None
+    if np.linalg.det(matrix) < 0:
+        raise ValueError(f"{name} matrix {matrix.tolist()} is left-handed (negative determinant)")
+    return matrix
+
+
+def _parse_mesh(value) -> List[int]:
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        arr = np.repeat(arr, 3)
+    if (isinstance(value, (bool, np.bool_)) or arr.shape != (3,) or not np.issubdtype(arr.dtype, np.number)
+            or not np.allclose(arr, np.round(arr)) or np.any(arr < 1)):
+        raise ValueError(f"mesh must be n or (n1, n2, n3) positive integers, got {value!r}")
+    return [int(x) for x in np.round(arr)]
+
+
+def _parse_temperatures(value) -> List[float]:
+    temps = np.atleast_1d(np.asarray(value, dtype=float)) if value is not None else np.zeros(0)
+    if temps.ndim != 1 or temps.size == 0 or not np.all(np.isfinite(temps)) or np.any(temps < 0):
+        raise ValueError(f"temperatures must be one or more non-negative values in K, got {value!r}")
+    return [float(t) for t in temps]
+
+
+# ----------------------------------------------------------------------------------------- result
+@dataclass
+class KappaResult:
+    """Outcome of :func:`run_kappa`.
+
+    Cells: the *unit cell* ``atoms`` (the input, relaxed when ``relax`` is on); supercell matrices
+    act on it (supercell = ``matrix @ atoms.cell``); phono3py's *primitive cell* defines the q-mesh
+    and the ``n_bands = 3 × n_atoms_primitive`` phonon branches.
+
+    Status: exactly one of ``"ok"``, ``"failed"`` (an exception; ``error`` holds its text and
+    ``failed_stage`` where it happened), ``"imaginary_modes"`` (dynamically unstable on the q-mesh:
+    no fc3, no κ) or ``"symmetry_broken"`` (the relaxation changed the space group: no fc3, no κ,
+    unless ``stop_on_broken_symmetry=False``, which computes κ but keeps this status). κ is
+    present for ``"ok"`` and, with ``stop_on_broken_symmetry=False``, ``"symmetry_broken"``.
+
+    Attributes:
+        atoms: the unit cell used (no calculator attached).
+        model: a label of the calculator.
+        settings: the arguments of the run (JSON-able).
+        failed, error, failed_stage: see Status (stages: ``"relax"``, ``"fc2"``, ``"fc3"``,
+            ``"conductivity"``).
+        imaginary_modes: None when not reached (failed before), else whether the harmonic
+            frequencies on the q-mesh had imaginary modes (Γ acoustic below
+            −``GAMMA_ACOUSTIC_TOLERANCE`` THz, any other frequency below 0).
+        symmetry_broken: the space group changed during relaxation.
+        spacegroup_initial, spacegroup_final: e.g. ``"Fm-3m (225)"`` (spglib, ``symprec``).
+        relaxation: None without relaxation, else ``converged``, ``n_steps``, ``energy_eV``,
+            ``fmax_final_eV_per_A``.
+        n_atoms_primitive: atoms in phono3py's primitive cell.
+        fc2_supercell, fc3_supercell: [3, 3] integer matrices.
+        fc2_widths, fc3_widths: perpendicular widths [3] of the (Minkowski-reduced) supercells (Å).
+        n_displacements_fc2, n_displacements_fc3: displaced supercells (fc3: 0 when not reached).
+        lowest_frequency: lowest harmonic frequency on the q-mesh (THz; negative: imaginary).
+        method: ``"wigner"``, ``"rta"`` or ``"lbte"``.
+        mesh: q-mesh [3].
+        temperatures: [n_T] (K).
+        kappa: total κ tensors [n_T, 3, 3] (W/(m·K)); None unless status ``"ok"``.
+        kappa_particle, kappa_coherence: Wigner only: populations (band-diagonal, Peierls–Boltzmann
+            RTA) and coherences (band-off-diagonal) parts [n_T, 3, 3]; ``kappa`` is their sum.
+        qpoints: irreducible q-points [n_q, 3] (reduced coordinates of the primitive cell's
+            reciprocal lattice).
+        grid_weights: multiplicity of each irreducible q-point [n_q] (they sum to the mesh size).
+        frequencies: [n_q, n_bands] (THz).
+        mode_kappa: κ per irreducible q-point and band, Voigt [n_T, n_q, n_bands, 6] (W/(m·K)),
+            multiplicity included, so that ``kappa = Σ_q,band mode_kappa / Σ grid_weights``.
+            Wigner: populations (band-diagonal) term plus each mode's share of the coherence
+            terms (see :func:`mlip.workflows.kappa_metrics.mode_kappa_total`) — the quantity
+            κ_SRME compares.
+        mode_kappa_particle: Wigner only: the populations term of ``mode_kappa``.
+        heat_capacities: mode heat capacities [n_T, n_q, n_bands] (eV/K).
+        gamma: phonon linewidths as phono3py's Γ (imaginary part of the self-energy, half the
+            FWHM) [n_T, n_q, n_bands] (THz); lifetime τ = 1 / (4π Γ).
+        timings: wall time of each stage (s).
+        phono3py: the :class:`phono3py.Phono3py` object (not serialised; None when loaded).
+    """
+
+    atoms: Atoms
+    model: str = ""
+    settings: Dict[str, Any] = field(default_factory=dict)
+    failed: bool = False
+    error: Optional[str] = None
+    failed_stage: Optional[str] = None
+    imaginary_modes: Optional[bool] = None
+    symmetry_broken: bool = False
+    spacegroup_initial: Optional[str] = None
+    spacegroup_final: Optional[str] = None
+    relaxation: Optional[Dict[str, Any]] = None
+    n_atoms_primitive: Optional[int] = None
+    fc2_supercell: Optional[np.ndarray] = None
+    fc3_supercell: Optional[np.ndarray] = None
+    fc2_widths: Optional[np.ndarray] = None
+    fc3_widths: Optional[np.ndarray] = None
+    n_displacements_fc2: int = 0
+    n_displacements_fc3: int = 0
+    lowest_frequency: Optional[float] = None
+    method: str = "wigner"
+    mesh: Optional[List[int]] = None
+    temperatures: Optional[np.ndarray] = None
+    kappa: Optional[np.ndarray] = None
+    kappa_particle: Optional[np.ndarray] = None
+    kappa_coherence: Optional[np.ndarray] = None
+    qpoints: Optional[np.ndarray] = None
+    grid_weights: Optional[np.ndarray] = None
+    frequencies: Optional[np.ndarray] = None
+    mode_kappa: Optional[np.ndarray] = None
+    mode_kappa_particle: Optional[np.ndarray] = None
+    heat_capacities: Optional[np.ndarray] = None
+    gamma: Optional[np.ndarray] = None
+    timings: Dict[str, float] = field(default_factory=dict)
+    phono3py: Any = field(default=None, repr=False, compare=False)
+
+    # ---------------------------------------------------------------- derived numbers
+    @property
+    def status(self) -> str:
+        """``"failed"``, ``"imaginary_modes"``, ``"symmetry_broken"`` or ``"ok"`` (in this order of
+        precedence; ``"failed"`` also for a result without κ and without a flag)."""
+        if self.failed:
+            return "failed"
+        if self.imaginary_modes:
+            return "imaginary_modes"
+        if self.symmetry_broken:
+            return "symmetry_broken"
+        return "ok" if self.kappa is not None else "failed"
+
+    @property
+    def ok(self) -> bool:
+        """True when κ was computed for a stable structure that kept its space group."""
+        return self.status == "ok"
+
+    @property
+    def n_atoms(self) -> int:
+        """Atoms in the unit cell."""
+        return len(self.atoms)
+
+    @property
+    def kappa_average(self) -> Optional[np.ndarray]:
+        """Trace/3 of ``kappa`` [n_T] (W/(m·K)): the scalar κ of the benchmark."""
+        return None if self.kappa is None else np.trace(self.kappa, axis1=-2, axis2=-1) / 3.0
+
+    def kappa_at(self, temperature: float = 300.0) -> np.ndarray:
+        """The κ tensor [3, 3] (W/(m·K)) at ``temperature`` (K); ValueError when not computed."""
+        if self.kappa is None:
+            raise ValueError(f"no κ in this result (status {self.status!r})")
+        return self.kappa[_temperature_index(self.temperatures, temperature)]
+
+    # ---------------------------------------------------------------- output
+    def to_dict(self) -> dict:
+        """JSON-serialisable result (everything but the phono3py object); keys carry units.
+
+        Layout (see also the module docstring)::
+
+            format, model, status, failed, error, failed_stage, imaginary_modes,
+            symmetry_broken, spacegroup_initial, spacegroup_final, settings, structure
+            {symbols, cell_A, positions_A, masses_amu}, n_atoms, n_atoms_primitive, relaxation,
+            supercells {fc2, fc3: {matrix, n_atoms, widths_A, n_displacements}},
+            lowest_frequency_THz, timings_s, versions,
+            conductivity (null unless status "ok") {
+                method, mesh, temperatures_K, tensor_layout "3x3",
+                kappa_W_per_mK [n_T][3][3], kappa_average_W_per_mK [n_T],
+                kappa_particle_W_per_mK, kappa_coherence_W_per_mK ([n_T][3][3] or null),
+                modes {voigt_order, normalisation, qpoints [n_q][3], grid_weights [n_q],
+                       frequencies_THz [n_q][n_bands],
+                       mode_kappa_W_per_mK [n_T][n_q][n_bands][6],
+                       mode_kappa_particle_W_per_mK (same or null),
+                       heat_capacities_eV_per_K [n_T][n_q][n_bands], gamma_THz (same)}}
+        """
+        conductivity = None
+        if self.kappa is not None:
+            conductivity = {
+                "method": self.method,
+                "mesh": self.mesh,
+                "temperatures_K": self.temperatures,
+                "tensor_layout": "3x3",
+                "kappa_W_per_mK": self.kappa,
+                "kappa_average_W_per_mK": self.kappa_average,
+                "kappa_particle_W_per_mK": self.kappa_particle,
+                "kappa_coherence_W_per_mK": self.kappa_coherence,
+                "modes": {
+                    "voigt_order": list(VOIGT),
+                    "normalisation": "kappa = sum over q-points and bands of mode_kappa / sum(grid_weights)",
+                    "qpoints": self.qpoints,
+                    "grid_weights": self.grid_weights,
+                    "frequencies_THz": self.frequencies,
+                    "mode_kappa_W_per_mK": self.mode_kappa,
+                    "mode_kappa_particle_W_per_mK": self.mode_kappa_particle,
+                    "heat_capacities_eV_per_K": self.heat_capacities,
+                    "gamma_THz": self.gamma,
+                },
+            }
+
+        def supercell(matrix, widths, n_disp):
+            if matrix is None:
+                return None
+            return {"matrix": matrix, "n_atoms": round(abs(np.linalg.det(matrix))) * len(self.atoms),
+                    "widths_A": widths, "n_displacements": n_disp}
+
+        return _jsonable({
+            "format": FORMAT,
+            "model": self.model,
+            "status": self.status,
+            "failed": self.failed,
+            "error": self.error,
+            "failed_stage": self.failed_stage,
+            "imaginary_modes": self.imaginary_modes,
+            "symmetry_broken": self.symmetry_broken,
+            "spacegroup_initial": self.spacegroup_initial,
+            "spacegroup_final": self.spacegroup_final,
+            "settings": self.settings,
+            "structure": _structure_dict(self.atoms),
+            "n_atoms": self.n_atoms,
+            "n_atoms_primitive": self.n_atoms_primitive,
+            "relaxation": self.relaxation,
+            "supercells": {
+                "fc2": supercell(self.fc2_supercell, self.fc2_widths, self.n_displacements_fc2),
+                "fc3": supercell(self.fc3_supercell, self.fc3_widths, self.n_displacements_fc3),
+            },
+            "lowest_frequency_THz": self.lowest_frequency,
+            "conductivity": conductivity,
+            "timings_s": self.timings,
+            "versions": _versions(),
+        })
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "KappaResult":
+        """Rebuild a result from :meth:`to_dict` output (no phono3py object)."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"not an mlip κ result (format {FORMAT!r} expected)")
+        sc = data.get("supercells") or {}
+        fc2, fc3 = sc.get("fc2") or {}, sc.get("fc3") or {}
+        cond = data.get("conductivity") or {}
+        modes = cond.get("modes") or {}
+        temps = cond.get("temperatures_K", data.get("settings", {}).get("temperatures_K"))
+        return cls(
+            atoms=_atoms_from_dict(data["structure"]),
+            model=data.get("model", ""),
+            settings=data.get("settings", {}),
+            failed=bool(data.get("failed", False)),
+            error=data.get("error"),
+            failed_stage=data.get("failed_stage"),
+            imaginary_modes=data.get("imaginary_modes"),
+            symmetry_broken=bool(data.get("symmetry_broken", False)),
+            spacegroup_initial=data.get("spacegroup_initial"),
+            spacegroup_final=data.get("spacegroup_final"),
+            relaxation=data.get("relaxation"),
+            n_atoms_primitive=data.get("n_atoms_primitive"),
+            fc2_supercell=_array(fc2.get("matrix"), int),
+            fc3_supercell=_array(fc3.get("matrix"), int),
+            fc2_widths=_array(fc2.get("widths_A")),
+            fc3_widths=_array(fc3.get("widths_A")),
+            n_displacements_fc2=int(fc2.get("n_displacements") or 0),
+            n_displacements_fc3=int(fc3.get("n_displacements") or 0),
+            lowest_frequency=data.get("lowest_frequency_THz"),
+            method=cond.get("method", data.get("settings", {}).get("method", "wigner")),
+            mesh=cond.get("mesh", data.get("settings", {}).get("mesh")),
+            temperatures=_array(temps),
+            kappa=_array(cond.get("kappa_W_per_mK")),
+            kappa_particle=_array(cond.get("kappa_particle_W_per_mK")),
+            kappa_coherence=_array(cond.get("kappa_coherence_W_per_mK")),
+            qpoints=_array(modes.get("qpoints")),
+            grid_weights=_array(modes.get("grid_weights"), np.int64),
+            frequencies=_array(modes.get("frequencies_THz")),
+            mode_kappa=_array(modes.get("mode_kappa_W_per_mK")),
+            mode_kappa_particle=_array(modes.get("mode_kappa_particle_W_per_mK")),
+            heat_capacities=_array(modes.get("heat_capacities_eV_per_K")),
+            gamma=_array(modes.get("gamma_THz")),
+            timings=dict(data.get("timings_s") or {}),
+        )
+
+    def save(self, out_dir: Union[str, os.PathLike], compress: bool = False) -> Path:
+        """Write :meth:`to_dict` to ``out_dir/kappa.json`` (``kappa.json.gz``, gzip-compressed
+        compact JSON, with ``compress=True``: the mode-resolved arrays of a large, low-symmetry
+        cell on a 20³ mesh reach tens of MB), atomically. Returns the path.
+        :func:`load_kappa` reads either."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / (JSON_NAME + (".gz" if compress else ""))
+        _write_json(path, self.to_dict(), compress=compress)
+        return path
+
+
+def load_kappa(path: Union[str, os.PathLike]) -> KappaResult:
+    """Read a :class:`KappaResult` saved by :meth:`KappaResult.save` (``.json`` or ``.json.gz``;
+    a folder is searched for ``kappa.json`` then ``kappa.json.gz``)."""
+    path = Path(path)
+    if path.is_dir():
+        for name in (JSON_NAME, JSON_NAME + ".gz"):
+            if (path / name).exists():
+                path = path / name
+                break
+        else:
+            raise FileNotFoundError(f"{path} holds neither {JSON_NAME} nor {JSON_NAME}.gz")
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    data = _read_json(path)
+    if data is None:
+        raise ValueError(f"{path} is not a readable JSON object")
+    return KappaResult.from_dict(data)
+
+
+def _temperature_index(temperatures, temperature: float) -> int:
+    temps = np.atleast_1d(np.asarray(temperatures if temperatures is not None else [], dtype=float))
+    hits = np.flatnonzero(np.abs(temps - float(temperature)) < 1e-6)
+    if hits.size == 0:
+        raise ValueError(f"no result at {temperature:g} K (temperatures: {temps.tolist()} K)")
+    return int(hits[0])
+
+
+def _versions() -> dict:
+    out = {}
+    for name, module in (("mlip", "mlip"), ("phono3py", "phono3py"), ("phonopy", "phonopy")):
+        try:
+            out[name] = str(__import__(module).__version__)
+        except Exception:  # pragma: no cover - version lookup must never fail a run
+            out[name] = None
+    return out
+
+
+# ----------------------------------------------------------------------------------------- workflow
+def run_kappa(
+    atoms: Atoms,
+    calculator,
+    fc2_supercell: Union[None, int, Sequence[int], Sequence[Sequence[int]]] = None,
+    fc3_supercell: Union[None, int, Sequence[int], Sequence[Sequence[int]]] = None,
+    mesh: Union[None, int, Sequence[int]] = None,
+    displacement: float = 0.03,
+    temperatures: Union[float, Sequence[float]] = (300.0,),
+    method: str = "wigner",
+    isotopes: bool = True,
+    boundary_mfp: Optional[float] = 1e6,
+    relax: bool = True,
+    fmax: float = 1e-4,
+    relax_steps: int = 300,
+    symprec: float = 1e-5,
+    fix_symmetry_symprec: float = 0.01,
+    stop_on_broken_symmetry: bool = True,
+    check_supercells: bool = True,
+    out_dir: Union[str, os.PathLike, None] = None,
+    progress: bool = True,
+    raise_errors: bool = False,
+) -> KappaResult:
+    """Lattice thermal conductivity of a crystal (Matbench Discovery's κ protocol by default).
+
+    Args:
+        atoms: a crystal periodic in all three directions (not modified); its masses are used.
+            ``atoms.info`` keys ``fc2_supercell``, ``fc3_supercell`` and ``q_point_mesh`` (the
+            PhononDB structures of Matbench Discovery carry them) supply defaults.
+        calculator: anything :func:`mlip.workflows.resolve_calculator` accepts; mlip potentials
+            are evaluated in float64.
+        fc2_supercell, fc3_supercell: ``n``, ``(n1, n2, n3)`` or an integer 3×3 matrix applied to
+            the cell of ``atoms``. Defaults: ``atoms.info``; else for fc3 the supercell of
+            :func:`suggest_supercell` at the minimum width, for fc2 the fc3 supercell. Too small
+            ones are refused (:func:`check_supercell`) before anything is computed.
+        mesh: q-mesh ``n`` or ``(n1, n2, n3)`` of the primitive cell's reciprocal lattice.
+            Default: ``atoms.info["q_point_mesh"]``, else 20³.
+        displacement: finite-displacement distance (Å).
+        temperatures: one or more temperatures (K).
+        method: ``"wigner"`` (Wigner transport, RTA: populations + coherences), ``"rta"``
+            (Peierls–Boltzmann RTA) or ``"lbte"`` (direct solution of the linearised BTE).
+        isotopes: isotope scattering with natural abundances.
+        boundary_mfp: boundary-scattering mean free path (µm); None: no boundary scattering.
+        relax: symmetry-preserving relaxation first (``FixSymmetry`` + ``FrechetCellFilter``
+            without shear + FIRE).
+        fmax: relaxation threshold (eV/Å).
+        relax_steps: maximum relaxation steps.
+        symprec: symmetry tolerance of phono3py and of the space-group comparison (Å).
+        fix_symmetry_symprec: tolerance of the symmetry ``FixSymmetry`` imposes while relaxing.
+        stop_on_broken_symmetry: stop before fc3 when the relaxation changed the space group.
+        check_supercells: refuse too-small supercells (see :func:`check_supercell`).
+        out_dir: folder for ``kappa.json`` (:meth:`KappaResult.save`) and a resumable cache
+            (``cache/``: the relaxed structure, ``cache/fc2`` and ``cache/fc3`` with the forces of
+            each displaced supercell). A killed run resumes without recomputing finished forces;
+            conductivity settings (mesh, temperatures, method, isotopes, boundary) may change
+            between runs. A cache made by another model is refused.
+        progress: progress bars for the relaxation and the force sets.
+        raise_errors: re-raise exceptions of the relaxation, force and conductivity stages
+            instead of returning a ``"failed"`` result.
+
+    Returns:
+        :class:`KappaResult` (also saved to ``out_dir`` when given).
+
+    Raises:
+        ValueError: invalid arguments, a non-periodic structure, a too-small supercell (the message
+            names one to use instead), or an ``out_dir`` cache made by another model or for other
+            structures.
+        ImportError: phono3py is missing (``pip install 'mlip-torch[phonons]'``).
+    """
+    from mlip.workflows.model_loading import describe_model, resolve_calculator
+    from mlip.workflows.phonopy_utils import import_phono3py
+
+    t_start = time.perf_counter()
+    # ---------------------------------------------------------------- validate input
+    if not isinstance(atoms, Atoms):
+        raise ValueError(f"atoms must be an ase.Atoms crystal, got {type(atoms).__name__}")
+    if len(atoms) == 0:
+        raise ValueError("the structure has no atoms")
+    if not np.all(atoms.pbc):
+        raise ValueError(f"thermal conductivity needs a crystal periodic in all three directions, "
+                         f"got pbc={atoms.pbc.tolist()}")
+    if atoms.cell.rank < 3 or abs(atoms.cell.volume) < 1e-8:
+        raise ValueError(f"the structure's cell is degenerate (volume {abs(atoms.cell.volume):.3g} Å³)")
+    method = str(method).lower()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not (isinstance(displacement, (int, float, np.number)) and math.isfinite(displacement)
+            and 0 < displacement <= 0.5):
+        raise ValueError(f"displacement must be a positive distance up to 0.5 Å, got {displacement!r}")
+    temps = _parse_temperatures(temperatures)
+    if boundary_mfp is not None and not (boundary_mfp > 0 and math.isfinite(boundary_mfp)):
+        raise ValueError(f"boundary_mfp must be a positive length in µm or None, got {boundary_mfp!r}")
+    if not (symprec > 0 and fix_symmetry_symprec > 0):
+        raise ValueError(f"symprec and fix_symmetry_symprec must be positive, got {symprec}, "
+                         f"{fix_symmetry_symprec}")
+    if relax and not fmax > 0:
+        raise ValueError(f"fmax must be positive (eV/Å), got {fmax}")
+    if relax and relax_steps < 0:
+        raise ValueError(f"relax_steps must be >= 0, got {relax_steps}")
+    info = atoms.info or {}
+    fc3_value = fc3_supercell if fc3_supercell is not None else info.get("fc3_supercell")
+    fc2_value = fc2_supercell if fc2_supercell is not None else info.get("fc2_supercell")
+    mesh_value = mesh if mesh is not None else info.get("q_point_mesh", DEFAULT_MESH)
+    mesh_list = _parse_mesh(mesh_value)
+    import_phono3py()
+
+    calc = resolve_calculator(calculator, dtype="float64")
+    if str(getattr(calc, "dtype", "")) in ("torch.float32", "torch.float16", "torch.bfloat16"):
+        warnings.warn(
+            f"the calculator evaluates in {str(calc.dtype).replace('torch.', '')}: finite-displacement "
+            "force constants need float64; pass the model name, checkpoint or Potential (resolved in "
+            "float64) or MLIPCalculator(dtype='float64')", RuntimeWarning, stacklevel=2,
+        )
+    cutoff = calculator_cutoff(calc)
+
+    unit = atoms.copy()
+    unit.calc = None
+    unit.set_constraint()
+    unit.info = {}
+    if fc3_value is None:
+        fc3_matrix = suggest_supercell(unit, min_supercell_width(unit, 3, cutoff)[0])
+    else:
+        fc3_matrix = _parse_supercell(fc3_value, "fc3_supercell")
+    fc2_matrix = fc3_matrix.copy() if fc2_value is None else _parse_supercell(fc2_value, "fc2_supercell")
+    if check_supercells:
+        check_supercell(unit, fc3_matrix, 3, cutoff)
+        check_supercell(unit, fc2_matrix, 2, cutoff)
+
+    settings = {
+        "fc2_supercell": fc2_matrix.tolist(),
+        "fc3_supercell": fc3_matrix.tolist(),
+        "mesh": mesh_list,
+        "displacement_A": float(displacement),
+        "temperatures_K": temps,
+        "method": method,
+        "isotopes": bool(isotopes),
+        "boundary_mfp_um": None if boundary_mfp is None else float(boundary_mfp),
+        "relax": bool(relax),
+        "fmax_eV_per_A": float(fmax),
+        "relax_steps": int(relax_steps),
+        "symprec": float(symprec),
+        "fix_symmetry_symprec": float(fix_symmetry_symprec),
+        "cell_mask": [1, 1, 1, 0, 0, 0],
+        "stop_on_broken_symmetry": bool(stop_on_broken_symmetry),
+        "check_supercells": bool(check_supercells),
+        "gamma_acoustic_tolerance_THz": GAMMA_ACOUSTIC_TOLERANCE,
+        "model_cutoff_A": cutoff,
+    }
+    model = describe_model(calc, calculator if isinstance(calculator, (str, os.PathLike)) else None)
+    result = KappaResult(atoms=unit, model=model, settings=settings, method=method, mesh=mesh_list,
+                         temperatures=np.array(temps), fc2_supercell=fc2_matrix, fc3_supercell=fc3_matrix)
+
+    cache = Path(out_dir) / "cache" if out_dir is not None else None
+    if cache is not None:
+        _check_model_cache(cache, calc)
+
+    stage = "relax"
+    try:
+        _run_stages(result, calc, cache, progress=progress, relax=relax, fmax=fmax, relax_steps=relax_steps,
+                    symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, displacement=displacement,
+                    isotopes=isotopes, boundary_mfp=boundary_mfp,
+                    stop_on_broken_symmetry=stop_on_broken_symmetry)
+    except Exception as err:  # recorded as a failed material; KeyboardInterrupt passes through
+        stage = result.failed_stage or "relax"
+        if raise_errors or _is_cache_error(err):
+            raise
+        result.failed = True
+        result.failed_stage = stage
+        result.error = f"{type(err).__name__}: {err}"
+        result.kappa = result.kappa_particle = result.kappa_coherence = None
+    else:
+        result.failed_stage = None
+    result.timings["total"] = time.perf_counter() - t_start
+    if out_dir is not None:
+        result.save(out_dir)
+    return result
+
+
+def _is_cache_error(err: Exception) -> bool:
+    return isinstance(err, ValueError) and "use another output folder" in str(err)
+
+
+def _check_model_cache(cache: Path, calc) -> None:
+    """Refuse a cache folder whose forces came from another model; record the model otherwise."""
+    from mlip.workflows.model_loading import describe_model
+
+    path = cache / "model.json"
+    fingerprint = _model_fingerprint(calc)
+    old = _read_json(path) if path.exists() else None
+    if old is not None and old.get("fingerprint") != fingerprint:
+        raise ValueError(
+            f"{cache} holds results of another model ({old.get('model')!r}, fingerprint "
+            f"{old.get('fingerprint')}) than this run's ({describe_model(calc)!r}, {fingerprint}); "
+            "use another output folder or delete it"
+        )
+    if old is None:
+        _write_json(path, {"model": describe_model(calc), "fingerprint": fingerprint})
+
+
+def _relaxed(unit: Atoms, calc, cache: Optional[Path], *, fmax, steps, symprec, fix_symmetry_symprec,
+             progress) -> Tuple[Atoms, dict, str, str]:
+    """Symmetry-preserving relaxation without shear, reused from ``cache`` when input and settings
+    match. Returns (relaxed cell, relaxation info, space group before, after)."""
+    from mlip.workflows.displacement_forces import structures_fingerprint
+    from mlip.workflows.relax import relax as relax_structure
+
+    key = {
+        "input": structures_fingerprint([unit]),
+        "fmax": float(fmax), "steps": int(steps), "fix_symmetry_symprec": float(fix_symmetry_symprec),
+        "symprec": float(symprec), "cell_mask": [1, 1, 1, 0, 0, 0],
+    }
+    path = cache / "relaxed_structure.json" if cache is not None else None
+    if path is not None and path.exists():
+        saved = _read_json(path)
+        if saved is not None and saved.get("key") == key:
+            try:
+                return (_atoms_from_dict(saved["structure"]), saved["relaxation"],
+                        saved["spacegroup_initial"], saved["spacegroup_final"])
+            except (KeyError, TypeError, ValueError):
+                pass  # unreadable: relax again
+    result = relax_structure(
+        unit, calc, fmax=fmax, steps=steps, cell_filter=True, progress=progress, fix_symmetry=True,
+        symprec=fix_symmetry_symprec, cell_mask=[1, 1, 1, 0, 0, 0], spacegroup_symprec=symprec,
+    )
+    relaxed = result.atoms.copy()
+    relaxed.calc = None
+    relaxed.set_constraint()
+    info = {
+        "converged": bool(result.converged),
+        "n_steps": int(result.n_steps),
+        "energy_eV": float(result.energy),
+        "fmax_final_eV_per_A": float(result.fmax_final),
+    }
+    if path is not None:
+        _write_json(path, {"key": key, "structure": _structure_dict(relaxed), "relaxation": info,
+                           "spacegroup_initial": result.spacegroup_initial,
+                           "spacegroup_final": result.spacegroup_final})
+        # Reload what was written so that a first run and a resumed run use identical numbers.
+        relaxed = _atoms_from_dict(_read_json(path)["structure"])
+    return relaxed, info, result.spacegroup_initial, result.spacegroup_final
+
+
+def has_imaginary_modes(frequencies: np.ndarray, gamma_index: int = 0,
+                        tolerance: float = GAMMA_ACOUSTIC_TOLERANCE) -> bool:
+    """Matbench Discovery's test on frequencies [n_q, n_bands] (THz, bands ascending) of a mesh
+    whose q-point ``gamma_index`` is Γ: an optical mode at Γ below 0, an acoustic mode at Γ below
+    −``tolerance``, or any frequency elsewhere below 0. All-NaN counts as imaginary."""
+    f = np.asarray(frequencies, dtype=float)
+    if f.size == 0 or np.all(np.isnan(f)):
+        return True
+    gamma = f[gamma_index]
+    others = np.delete(f, gamma_index, axis=0)
+    return bool(np.any(gamma[3:] < 0) or np.any(gamma[:3] < -tolerance) or np.any(others < 0))
+
+
+def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, relax, fmax, relax_steps,
+                symprec, fix_symmetry_symprec, displacement, isotopes, boundary_mfp,
+                stop_on_broken_symmetry) -> None:
+    """Relaxation, fc2, imaginary-mode check, fc3 and conductivity, filling ``result`` in place
+    (``result.failed_stage`` tracks the stage in case of an exception)."""
+    from phono3py import Phono3py
+
+    from mlip.workflows.displacement_forces import displacement_forces
+    from mlip.workflows.phonopy_utils import to_ase_atoms, to_phonopy_atoms
+    from mlip.workflows.relax import spacegroup
+
+    timings = result.timings
+    # ---------------------------------------------------------------- relaxation
+    result.failed_stage = "relax"
+    t0 = time.perf_counter()
+    if relax:
+        unit, info, sg0, sg1 = _relaxed(result.atoms, calc, cache, fmax=fmax, steps=relax_steps,
+                                        symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec,
+                                        progress=progress)
+        result.atoms, result.relaxation = unit, info
+        result.spacegroup_initial, result.spacegroup_final = sg0, sg1
+        result.symmetry_broken = sg0 is not None and sg1 is not None and sg0 != sg1
+    else:
+        result.spacegroup_initial = result.spacegroup_final = spacegroup(result.atoms, symprec)
+    timings["relax"] = time.perf_counter() - t0
+    unit = result.atoms
+
+    # ---------------------------------------------------------------- phono3py set-up
+    result.failed_stage = "fc2"
+    with warnings.catch_warnings():
+        # phonopy 4 notes that 'auto' picked a non-identity primitive matrix: we ask for it on purpose.
+        warnings.filterwarnings("ignore", message="primitive_matrix defaulted to 'auto'")
+        ph3 = Phono3py(to_phonopy_atoms(unit), supercell_matrix=result.fc3_supercell,
+                       phonon_supercell_matrix=result.fc2_supercell, primitive_matrix="auto",
+                       symprec=symprec, log_level=0)
+    result.phono3py = ph3
+    result.n_atoms_primitive = len(ph3.primitive)
+    result.fc2_widths = reduced_widths(ph3.phonon_supercell.cell)
+    result.fc3_widths = reduced_widths(ph3.supercell.cell)
+    ph3.mesh_numbers = result.mesh
+    ph3.generate_displacements(distance=float(displacement))
+
+    # ---------------------------------------------------------------- fc2 and imaginary modes
+    t0 = time.perf_counter()
+    fc2_structures = [to_ase_atoms(s) for s in ph3.phonon_supercells_with_displacements]
+    result.n_displacements_fc2 = len(fc2_structures)
+    forces = displacement_forces(fc2_structures, calc, cache_dir=None if cache is None else cache / "fc2",
+                                 label="fc2", progress=progress)
+    ph3.phonon_forces = np.array(forces, dtype=float)
+    ph3.produce_fc2()
+    ph3.symmetrize_fc2()
+    ph3.init_phph_interaction()
+    ph3.run_phonon_solver()
+    frequencies, _, grid_address = ph3.get_phonon_data()
+    frequencies = np.asarray(frequencies, dtype=float)
+    gamma_index = int(np.flatnonzero(np.all(np.asarray(grid_address) == 0, axis=1))[0])
+    result.lowest_frequency = float(np.nanmin(frequencies))
+    result.imaginary_modes = has_imaginary_modes(frequencies, gamma_index)
+    timings["fc2"] = time.perf_counter() - t0
+    if result.imaginary_modes or (result.symmetry_broken and stop_on_broken_symmetry):
+        return
+
+    # ---------------------------------------------------------------- fc3
+    result.failed_stage = "fc3"
+    t0 = time.perf_counter()
+    fc3_structures = [None if s is None else to_ase_atoms(s) for s in ph3.supercells_with_displacements]
+    present = [k for k, s in enumerate(fc3_structures) if s is not None]
+    result.n_displacements_fc3 = len(present)
+    computed = displacement_forces([fc3_structures[k] for k in present], calc,
+                                   cache_dir=None if cache is None else cache / "fc3", label="fc3",
+                                   progress=progress)
+    n_super = len(ph3.supercell)
+    fc3_forces = np.zeros((len(fc3_structures), n_super, 3))
+    for k, f in zip(present, computed):
+        fc3_forces[k] = f
+    ph3.forces = fc3_forces
+    ph3.produce_fc3()
+    ph3.symmetrize_fc3()
+    timings["fc3"] = time.perf_counter() - t0
+
+    # ---------------------------------------------------------------- conductivity
+    result.failed_stage = "conductivity"
+    t0 = time.perf_counter()
+    ph3.init_phph_interaction()
+    ph3.run_thermal_conductivity(
+        is_LBTE=result.method == "lbte",
+        temperatures=list(result.temperatures),
+        is_isotope=bool(isotopes),
+        boundary_mfp=boundary_mfp,
+        transport_type="SMM19" if result.method == "wigner" else None,
+    )
+    _collect_conductivity(result, ph3.thermal_conductivity)
+    timings["conductivity"] = time.perf_counter() - t0
+
+
+def _collect_conductivity(result: KappaResult, tc) -> None:
+    """Copy phono3py's conductivity (first smearing/tetrahedron setting) into ``result``."""
+    from mlip.workflows.kappa_metrics import mode_kappa_total
+
+    heat = np.asarray(tc.mode_heat_capacities, dtype=float)  # [T, q, band]
+    result.qpoints = np.asarray(tc.qpoints, dtype=float)
+    result.grid_weights = np.asarray(tc.grid_weights, dtype=np.int64)
+    result.frequencies = np.asarray(tc.frequencies, dtype=float)  # at the irreducible q-points
+    result.heat_capacities = heat
+    result.gamma = np.asarray(tc.gamma, dtype=float)[0]
+    if result.method == "wigner":
+        matrix = np.asarray(tc.mode_kappa_matrix, dtype=float)[0]  # [T, q, band, band, 6]
+        n_band = matrix.shape[2]
+        diagonal = matrix[:, :, np.arange(n_band), np.arange(n_band), :]  # [T, q, band, 6]
+        coherence = matrix.copy()
+        coherence[:, :, np.arange(n_band), np.arange(n_band), :] = 0.0
+        result.mode_kappa_particle = diagonal
+        result.mode_kappa = mode_kappa_total(diagonal, coherence, heat)
+        result.kappa = voigt_to_tensor(np.asarray(tc.kappa, dtype=float)[0])
+        result.kappa_particle = voigt_to_tensor(np.asarray(tc.kappa_intra, dtype=float)[0])
+        result.kappa_coherence = voigt_to_tensor(np.asarray(tc.kappa_inter, dtype=float)[0])
+    else:
+        result.mode_kappa = np.asarray(tc.mode_kappa, dtype=float)[0]
+        result.kappa = voigt_to_tensor(np.asarray(tc.kappa, dtype=float)[0])
+        result.mode_kappa_particle = None
+        result.kappa_particle = result.kappa_coherence = None
+
+
+__all__ = [
+    "DEFAULT_MESH",
+    "GAMMA_ACOUSTIC_TOLERANCE",
+    "METHODS",
+    "MIN_WIDTH_NN_FACTOR",
+    "KappaResult",
+    "calculator_cutoff",
+    "check_supercell",
+    "has_imaginary_modes",
+    "load_kappa",
+    "min_supercell_width",
+    "nearest_neighbor_distance",
+    "reduced_widths",
+    "run_kappa",
+    "suggest_supercell",
+    "voigt_to_tensor",
+]
