@@ -562,6 +562,24 @@ def cmd_kappa(args) -> int:
     return 0 if result.status == "ok" else 1
 
 
+# ---------------------------------------------------------------------------------------- train
+def cmd_train(args) -> int:
+    from mlip.training import TrainConfig, train
+
+    config = TrainConfig.from_yaml(args.config)
+    if args.out_dir:
+        config.out_dir = args.out_dir
+    print(f"training {config.model['name']} on {config.data.train} -> {config.out_dir}/"
+          + (" (resuming)" if args.resume else ""), flush=True)
+    result = train(config, resume=args.resume, progress=not args.no_progress)
+    last = result.history[-1] if result.history else {}
+    print(f"done: {result.epochs_run} epochs; best: {result.best}; last: {result.last}")
+    for key in ("valid_energy_mae_meV_per_atom", "valid_forces_mae_meV_per_A", "valid_stress_mae_meV_per_A3"):
+        if key in last:
+            print(f"  {key[6:]}: {last[key]:.3f}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- parser
 def _number(kind: type, minimum: float, strict: bool, bound: str):
     """argparse type: a finite ``kind`` (int or float) > minimum (strict) or >= minimum."""
@@ -695,6 +713,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="κ_SRME against reference results: a merged results file or batch folder (with "
                         "--batch), or a kappa.json (single structure)")
     p.set_defaults(func=cmd_kappa)
+
+    p = sub.add_parser("train", help="train a model on energies, forces and stresses (YAML config)")
+    p.add_argument("config", metavar="CONFIG.yaml", help="model, data, loss, optimizer, epochs, ... (see mlip.training)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/train_state.safetensors")
+    p.add_argument("--out-dir", default=None, help="override the config's out_dir")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)")
     p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")

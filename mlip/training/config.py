@@ -1,0 +1,120 @@
+"""The training configuration (``mlip train CONFIG.yaml``): model, data, loss, optimiser, run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, Optional
+
+
+@dataclass
+class LossConfig:
+    """Weights of the loss terms, each on targets divided by the output scale (so all are per-atom
+    energies): energy per atom, force components, and stress × volume per atom. ``kind``: ``"mse"``,
+    ``"mae"`` or ``"huber"`` (δ = ``huber_delta`` in those units)."""
+
+    energy_weight: float = 1.0
+    forces_weight: float = 1.0
+    stress_weight: float = 1.0
+    kind: str = "mse"
+    huber_delta: float = 0.1
+
+
+@dataclass
+class OptimizerConfig:
+    """AdamW with linear warm-up and cosine decay, gradient clipping and an EMA of the weights."""
+
+    lr: float = 2e-3
+    weight_decay: float = 1e-3
+    betas: tuple = (0.9, 0.999)
+    clip_norm: float = 100.0
+    warmup_fraction: float = 0.05
+    min_lr_factor: float = 0.01
+    ema_decay: float = 0.99
+
+
+@dataclass
+class DataConfig:
+    """``train``: a file ``mlip.data``/ASE can read; ``valid``: a file, or else ``valid_fraction`` of
+    ``train`` split off with ``seed``; label keys default to ASE's energy/forces/stress."""
+
+    train: Optional[str] = None
+    valid: Optional[str] = None
+    valid_fraction: float = 0.1
+    energy_key: Optional[str] = None
+    forces_key: Optional[str] = None
+    stress_key: Optional[str] = None
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs; ``model`` holds :func:`mlip.models.create_model` arguments
+    (``name``, ``species``, ``cutoff`` and hyperparameters)."""
+
+    model: Dict[str, Any] = field(default_factory=dict)
+    data: DataConfig = field(default_factory=DataConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    epochs: int = 10
+    batch_size: int = 8
+    seed: int = 0
+    dtype: str = "float32"
+    eval_dtype: str = "float32"
+    device: str = "cpu"
+    out_dir: str = "training"
+    max_minutes: Optional[float] = None
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: a training config is a mapping")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
+        kwargs = dict(data)
+        for key, sub in (("data", DataConfig), ("loss", LossConfig), ("optimizer", OptimizerConfig)):
+            if key in kwargs:
+                value = kwargs[key] or {}
+                if not isinstance(value, dict):
+                    raise ValueError(f"{where}: {key} must be a mapping")
+                names = {f.name for f in fields(sub)}
+                bad = sorted(set(value) - names)
+                if bad:
+                    raise ValueError(f"{where}: unknown {key} key(s) {', '.join(bad)}; accepted: {', '.join(sorted(names))}")
+                kwargs[key] = sub(**value)
+        config = cls(**kwargs)
+        config.validate(where)
+        return config
+
+    @classmethod
+    def from_yaml(cls, path) -> "TrainConfig":
+        import yaml
+
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh)
+        except OSError as err:
+            raise ValueError(f"cannot read training config {str(path)!r}: {err.strerror or err}") from None
+        except yaml.YAMLError as err:
+            raise ValueError(f"training config {str(path)!r} is not valid YAML: {err}") from None
+        return cls.from_dict(data, where=str(path))
+
+    def validate(self, where: str = "config") -> None:
+        for key in ("name", "species", "cutoff"):
+            if key not in self.model:
+                raise ValueError(f"{where}: model needs {key!r}")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError(f"{where}: epochs and batch_size must be >= 1")
+        if self.loss.kind not in ("mse", "mae", "huber"):
+            raise ValueError(f"{where}: loss.kind must be mse, mae or huber, got {self.loss.kind!r}")
+        if self.dtype not in ("float32", "float64") or self.eval_dtype not in ("float32", "float64"):
+            raise ValueError(f"{where}: dtype and eval_dtype must be float32 or float64")
+        if not 0 <= self.data.valid_fraction < 1:
+            raise ValueError(f"{where}: data.valid_fraction must be in [0, 1)")
+        if not 0 <= self.optimizer.ema_decay < 1:
+            raise ValueError(f"{where}: optimizer.ema_decay must be in [0, 1)")
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = asdict(self)
+        out["optimizer"]["betas"] = list(self.optimizer.betas)
+        return out

@@ -1,0 +1,49 @@
+"""Per-element reference energies by least squares, and the energy scale of the model output."""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from mlip.training.samples import atoms_of, labels_of
+
+
+def composition_matrix(samples: Sequence, species_numbers: Sequence[int]) -> np.ndarray:
+    """[n_structures, n_species]: how many atoms of each species every structure has."""
+    column = {int(z): k for k, z in enumerate(species_numbers)}
+    counts = np.zeros((len(samples), len(column)))
+    for i, sample in enumerate(samples):
+        for z in atoms_of(sample).numbers:
+            if int(z) not in column:
+                raise ValueError(f"structure {i} contains element Z={int(z)} that the model does not have")
+            counts[i, column[int(z)]] += 1
+    return counts
+
+
+def fit_reference_energies(samples: Sequence, species_numbers: Sequence[int], ridge: float = 1e-8) -> np.ndarray:
+    """E_ref [n_species] minimising Σ_structures (E − Σ_i E_ref[Z_i])² (eV per atom of each element).
+
+    A tiny ridge term keeps elements that never vary independently (e.g. always together in the
+    same ratio) finite; elements absent from the data get 0.
+    """
+    counts = composition_matrix(samples, species_numbers)
+    energies = np.array([labels_of(s, f"structure {i}").energy for i, s in enumerate(samples)])
+    a = counts.T @ counts + ridge * np.eye(counts.shape[1]) * max(1.0, np.trace(counts.T @ counts) / counts.shape[1])
+    return np.linalg.solve(a, counts.T @ energies)
+
+
+def output_scale(samples: Sequence, species_numbers: Sequence[int], reference: np.ndarray) -> Tuple[float, str]:
+    """A natural unit for the model output (eV): the RMS force component when forces are labelled
+    (times 1 Å), else the RMS per-atom energy left after the reference energies. Returns (scale, what)."""
+    forces = [labels_of(s).forces for s in samples]
+    forces = [f for f in forces if f is not None and f.size]
+    if forces:
+        rms = float(np.sqrt(np.mean(np.concatenate([f.reshape(-1) for f in forces]) ** 2)))
+        if rms > 0:
+            return rms, "RMS force component (eV/Å × 1 Å)"
+    counts = composition_matrix(samples, species_numbers)
+    energies = np.array([labels_of(s).energy for s in samples])
+    residual = (energies - counts @ reference) / counts.sum(axis=1)
+    rms = float(np.sqrt(np.mean(residual**2)))
+    return (rms if rms > 0 else 1.0), "RMS per-atom energy after reference energies"

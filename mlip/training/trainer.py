@@ -1,0 +1,334 @@
+"""The training loop: energies, forces and stresses; AdamW, warm-up + cosine, clipping, EMA;
+validation every epoch; best and last checkpoints written atomically; resumable.
+
+Files in ``out_dir``:
+
+* ``best.safetensors``: the EMA weights with the lowest validation loss (a normal checkpoint);
+* ``last.safetensors``: the EMA weights after the last finished epoch;
+* ``train_state.safetensors``: raw weights, optimiser moments and EMA shadow, with the epoch,
+  step and best loss in its JSON header, for ``resume`` (never pickled);
+* ``metrics.json``: one entry per epoch (losses, validation MAE/RMSE, learning rate, time).
+
+A killed run resumed with ``resume=True`` continues after the last finished epoch (the shuffling of
+epoch k depends only on the seed and k), so at most the epoch in progress is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from mlip.checkpoint import atomic_write, save_potential
+from mlip.training.config import TrainConfig
+from mlip.training.ema import ExponentialMovingAverage
+from mlip.training.reference_energies import fit_reference_energies, output_scale
+from mlip.training.samples import atoms_of, labels_of
+from mlip.training.schedule import warmup_cosine
+
+STATE_NAME = "train_state.safetensors"
+STATE_KEY = "mlip_train_state"
+
+
+@dataclass
+class TrainResult:
+    """Outcome of :func:`train`: paths of the checkpoints and the per-epoch history."""
+
+    best: Path
+    last: Path
+    history: List[dict]
+    epochs_run: int
+    resumed_from: Optional[int] = None
+
+
+# ----------------------------------------------------------------------------------- batches
+def _batch_targets(samples: Sequence, dtype: torch.dtype, device) -> Dict[str, torch.Tensor]:
+    labels = [labels_of(s) for s in samples]
+    n_atoms = torch.tensor([len(atoms_of(s)) for s in samples], dtype=dtype, device=device)
+    out = {"energy": torch.tensor([lab.energy for lab in labels], dtype=dtype, device=device), "n_atoms": n_atoms}
+    if all(lab.forces is not None for lab in labels):
+        out["forces"] = torch.tensor(np.concatenate([lab.forces for lab in labels]), dtype=dtype, device=device)
+    stress = [lab.stress if lab.stress is not None else np.full(6, np.nan) for lab in labels]
+    out["stress"] = torch.tensor(np.stack(stress), dtype=dtype, device=device)
+    out["volume_per_atom"] = torch.tensor(
+        [abs(atoms_of(s).cell.volume) / len(atoms_of(s)) if atoms_of(s).cell.rank == 3 else np.nan for s in samples],
+        dtype=dtype, device=device)
+    return out
+
+
+def _error(diff: torch.Tensor, kind: str, delta: float) -> torch.Tensor:
+    if diff.numel() == 0:
+        return diff.new_zeros(())
+    if kind == "mse":
+        return (diff * diff).mean()
+    if kind == "mae":
+        return diff.abs().mean()
+    return torch.nn.functional.huber_loss(diff, torch.zeros_like(diff), delta=delta)
+
+
+def loss_terms(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], scale: float, config: TrainConfig):
+    """Weighted loss and its parts; every target is divided by ``scale`` (eV), stresses are first
+    multiplied by the volume per atom, so all three are per-atom energies."""
+    lc = config.loss
+    e = (out["energy"] - target["energy"]) / target["n_atoms"] / scale
+    terms = {"energy": _error(e, lc.kind, lc.huber_delta)}
+    if "forces" in target and lc.forces_weight:
+        terms["forces"] = _error((out["forces"] - target["forces"]) / scale, lc.kind, lc.huber_delta)
+    if "stress" in out and lc.stress_weight:
+        mask = torch.isfinite(target["stress"]).all(dim=1) & torch.isfinite(target["volume_per_atom"])
+        if mask.any():
+            ds = (out["stress"][mask] - target["stress"][mask]) * target["volume_per_atom"][mask, None] / scale
+            terms["stress"] = _error(ds, lc.kind, lc.huber_delta)
+    weights = {"energy": lc.energy_weight, "forces": lc.forces_weight, "stress": lc.stress_weight}
+    total = sum(weights[k] * v for k, v in terms.items())
+    return total, terms
+
+
+# ----------------------------------------------------------------------------------- evaluation
+def evaluate(potential, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu") -> Dict[str, float]:
+    """MAE and RMSE of energy per atom (meV/atom), force components (meV/Å) and stress components
+    (meV/Å³) of ``potential`` on ``samples`` (stress only where labelled)."""
+    import mlip
+
+    torch_dtype = getattr(torch, dtype)
+    model = potential.to(torch_dtype)
+    sums = {k: [0.0, 0.0, 0] for k in ("energy", "forces", "stress")}
+    for start in range(0, len(samples), batch_size):
+        chunk = samples[start:start + batch_size]
+        graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=torch_dtype, device=device)
+        target = _batch_targets(chunk, torch_dtype, device)
+        out = model(graph, compute_forces=True, compute_stress=True)
+        diffs = {"energy": ((out["energy"] - target["energy"]) / target["n_atoms"]).detach()}
+        if "forces" in target:
+            diffs["forces"] = (out["forces"] - target["forces"]).detach().reshape(-1)
+        mask = torch.isfinite(target["stress"]).all(dim=1) & torch.isfinite(out["stress"]).all(dim=1)
+        diffs["stress"] = (out["stress"][mask] - target["stress"][mask]).detach().reshape(-1)
+        for key, d in diffs.items():
+            sums[key][0] += float(d.abs().sum())
+            sums[key][1] += float((d * d).sum())
+            sums[key][2] += d.numel()
+    metrics = {}
+    for key, (abs_sum, sq_sum, n) in sums.items():
+        unit = {"energy": "meV_per_atom", "forces": "meV_per_A", "stress": "meV_per_A3"}[key]
+        metrics[f"{key}_mae_{unit}"] = 1e3 * abs_sum / n if n else float("nan")
+        metrics[f"{key}_rmse_{unit}"] = 1e3 * math.sqrt(sq_sum / n) if n else float("nan")
+    return metrics
+
+
+# ----------------------------------------------------------------------------------- state
+def _save_state(path: Path, potential, optimizer, ema, meta: dict) -> None:
+    from safetensors.torch import save_file
+
+    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in potential.state_dict().items()}
+    tensors.update({f"ema.{k}": v.detach().cpu().contiguous().clone() for k, v in ema.shadow.items()})
+    opt = optimizer.state_dict()
+    for index, state in opt["state"].items():
+        for key, value in state.items():
+            tensors[f"opt.{index}.{key}"] = torch.as_tensor(value).detach().cpu().contiguous().clone()
+    header = dict(meta, param_groups=opt["param_groups"])
+    text = json.dumps(header)
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={STATE_KEY: text}))
+
+
+def _load_state(path: Path, potential, optimizer, ema) -> dict:
+    from safetensors import safe_open
+
+    from mlip.checkpoint import CheckpointError
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            header = json.loads((fh.metadata() or {})[STATE_KEY])
+            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    except Exception as err:  # corrupt, truncated or foreign file
+        raise CheckpointError(f"cannot resume from {str(path)!r}: {err}") from None
+    model_state = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
+    try:
+        potential.load_state_dict(model_state)
+    except RuntimeError as err:
+        raise CheckpointError(f"{str(path)!r} was written for another model: {err}") from None
+    for name in ema.shadow:
+        ema.shadow[name] = tensors[f"ema.{name}"].to(ema.shadow[name])
+    state: Dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("opt."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict({"state": state, "param_groups": header["param_groups"]})
+    return header
+
+
+# ----------------------------------------------------------------------------------- data
+def _read(path: str, config: TrainConfig) -> list:
+    keys = {k: getattr(config.data, k) for k in ("energy_key", "forces_key", "stress_key") if getattr(config.data, k)}
+    try:
+        from mlip.data import read_dataset  # the package's readers (extxyz, ASE db, MPtrj)
+    except ImportError:
+        read_dataset = None
+    if read_dataset is not None:
+        return list(read_dataset(path, **keys))
+    import ase.io
+
+    return list(ase.io.read(path, index=":"))
+
+
+def _split(samples: list, fraction: float, seed: int):
+    order = np.random.default_rng(seed).permutation(len(samples))
+    n_valid = max(1, int(round(fraction * len(samples)))) if fraction > 0 else 0
+    return [samples[i] for i in order[n_valid:]], [samples[i] for i in order[:n_valid]]
+
+
+# ----------------------------------------------------------------------------------- train
+def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_samples: Optional[Sequence] = None,
+          resume: bool = False, progress: bool = True) -> TrainResult:
+    """Train the model described by ``config`` and write checkpoints to ``config.out_dir``.
+
+    ``train_samples``/``valid_samples`` (labelled ASE Atoms) override ``config.data``. With
+    ``resume``, continue from ``out_dir/train_state.safetensors`` (ValueError if absent).
+    """
+    import mlip
+    from mlip.models import create_model
+
+    config.validate()
+    out_dir = Path(config.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if train_samples is None:
+        if not config.data.train:
+            raise ValueError("no training data: set data.train in the config")
+        train_samples = _read(config.data.train, config)
+        if valid_samples is None:
+            if config.data.valid:
+                valid_samples = _read(config.data.valid, config)
+            else:
+                train_samples, valid_samples = _split(train_samples, config.data.valid_fraction, config.seed)
+    train_samples = list(train_samples)
+    valid_samples = list(valid_samples or [])
+    if not train_samples:
+        raise ValueError("the training set is empty")
+    for i, s in enumerate(train_samples):
+        labels_of(s, f"training structure {i}")
+
+    model_args = dict(config.model)
+    name = model_args.pop("name")
+    potential = create_model(name, seed=config.seed, **model_args)
+    numbers = potential.atomic_numbers.tolist()
+    reference = fit_reference_energies(train_samples, numbers)
+    scale, scale_kind = output_scale(train_samples, numbers, reference)
+    with torch.no_grad():
+        potential.reference_energies.copy_(torch.tensor(reference, dtype=torch.float64))
+        potential.scale.fill_(scale)
+    dtype = getattr(torch, config.dtype)
+    device = torch.device(config.device)
+    potential = potential.to(device=device, dtype=dtype)
+
+    oc = config.optimizer
+    decay, no_decay = [], []
+    for pname, p in potential.named_parameters():
+        (no_decay if p.ndim < 2 or "embedding" in pname else decay).append(p)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": oc.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=oc.lr, betas=tuple(oc.betas))
+    ema = ExponentialMovingAverage(potential, oc.ema_decay)
+    steps_per_epoch = math.ceil(len(train_samples) / config.batch_size)
+    total_steps = steps_per_epoch * config.epochs
+    warmup = int(round(oc.warmup_fraction * total_steps))
+
+    history: List[dict] = []
+    start_epoch, step, best_loss = 0, 0, float("inf")
+    resumed_from = None
+    state_path = out_dir / STATE_NAME
+    if resume:
+        if not state_path.exists():
+            raise ValueError(f"nothing to resume: {state_path} does not exist")
+        meta = _load_state(state_path, potential, optimizer, ema)
+        start_epoch, step, best_loss = meta["epoch"], meta["step"], meta["best_loss"]
+        resumed_from = start_epoch
+        history = meta.get("history", [])
+    metadata = {
+        "trained": True,
+        "training": {"config": config.to_dict(), "n_train": len(train_samples), "n_valid": len(valid_samples),
+                     "output_scale": scale, "output_scale_from": scale_kind},
+    }
+
+    t_start = time.perf_counter()
+    want_stress = config.loss.stress_weight > 0
+    for epoch in range(start_epoch, config.epochs):
+        potential.train()
+        order = np.random.default_rng([config.seed, epoch]).permutation(len(train_samples))
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch",
+                       dynamic_ncols=True, leave=False)
+        running, n_batches = 0.0, 0
+        for b in range(steps_per_epoch):
+            chunk = [train_samples[i] for i in order[b * config.batch_size:(b + 1) * config.batch_size]]
+            graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype, device=device)
+            target = _batch_targets(chunk, dtype, device)
+            out = potential(graph, compute_forces=True, compute_stress=want_stress, create_graph=True)
+            loss, _ = loss_terms(out, target, scale, config)
+            if not torch.isfinite(loss):
+                raise RuntimeError(f"non-finite loss at epoch {epoch + 1}, batch {b + 1}")
+            for group in optimizer.param_groups:
+                group["lr"] = oc.lr * warmup_cosine(step, total_steps, warmup, oc.min_lr_factor)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(potential.parameters(), oc.clip_norm)
+            optimizer.step()
+            ema.update(potential)
+            step += 1
+            running += float(loss.detach())
+            n_batches += 1
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{running / n_batches:.4g}", refresh=False)
+        if bar is not None:
+            bar.close()
+        potential.eval()
+        with ema.swapped(potential):
+            record = {"epoch": epoch + 1, "step": step, "train_loss": running / max(n_batches, 1),
+                      "lr": optimizer.param_groups[0]["lr"], "minutes": (time.perf_counter() - t_start) / 60}
+            if valid_samples:
+                metrics = evaluate(potential, valid_samples, config.batch_size, config.eval_dtype, device)
+                potential.to(dtype)
+                record.update({f"valid_{k}": v for k, v in metrics.items()})
+                valid_loss = _valid_loss(potential, valid_samples, scale, config, dtype, device)
+                record["valid_loss"] = valid_loss
+            else:
+                valid_loss = record["train_loss"]
+            potential.metadata = dict(metadata, epoch=epoch + 1, metrics=record)
+            save_potential(potential, out_dir / "last.safetensors")
+            if valid_loss < best_loss:
+                best_loss = valid_loss
+                save_potential(potential, out_dir / "best.safetensors")
+        history.append(record)
+        atomic_write(out_dir / "metrics.json", lambda tmp: Path(tmp).write_text(json.dumps(history, indent=1)))
+        _save_state(state_path, potential, optimizer, ema,
+                    {"epoch": epoch + 1, "step": step, "best_loss": best_loss, "history": history})
+        if progress:
+            shown = {k: v for k, v in record.items() if k.startswith("valid_") and "mae" in k}
+            print(f"epoch {epoch + 1}: loss {record['train_loss']:.4g} "
+                  + " ".join(f"{k[6:]}={v:.3g}" for k, v in shown.items()), flush=True)
+        if config.max_minutes is not None and (time.perf_counter() - t_start) / 60 > config.max_minutes:
+            break
+    return TrainResult(best=out_dir / "best.safetensors", last=out_dir / "last.safetensors", history=history,
+                       epochs_run=len(history), resumed_from=resumed_from)
+
+
+def _valid_loss(potential, samples, scale, config, dtype, device) -> float:
+    import mlip
+
+    total, n = 0.0, 0
+    for start in range(0, len(samples), config.batch_size):
+        chunk = samples[start:start + config.batch_size]
+        graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype, device=device)
+        out = potential(graph, compute_forces=True, compute_stress=config.loss.stress_weight > 0)
+        loss, _ = loss_terms({k: v.detach() for k, v in out.items()}, _batch_targets(chunk, dtype, device), scale, config)
+        total += float(loss) * len(chunk)
+        n += len(chunk)
+    return total / max(n, 1)

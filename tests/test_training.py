@@ -1,0 +1,157 @@
+"""The training loop: it learns, it resumes bit for bit, and its pieces do what they say."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from ase.build import bulk
+from ase.calculators.emt import EMT
+from ase.calculators.singlepoint import SinglePointCalculator
+
+import mlip
+from mlip.training import TrainConfig, fit_reference_energies, train
+from mlip.training.ema import ExponentialMovingAverage
+from mlip.training.schedule import warmup_cosine
+
+
+def emt_samples(n, seed=0):
+    rng = np.random.default_rng(seed)
+    samples = []
+    for k in range(n):
+        atoms = bulk("Cu", "fcc", a=3.6 + 0.1 * rng.random(), cubic=True)
+        atoms.rattle(0.05, seed=seed * 1000 + k)
+        atoms.numbers[rng.random(4) < 0.3] = 79
+        atoms.calc = EMT()
+        e, f, s = atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress()
+        atoms.calc = SinglePointCalculator(atoms, energy=e, forces=f, stress=s)
+        samples.append(atoms)
+    return samples
+
+
+def config(tmp_path, name, **extra):
+    data = dict(model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1, num_heads=1,
+                           head_dim=2),
+                epochs=4, batch_size=8, out_dir=str(tmp_path / name), optimizer=dict(lr=5e-3, ema_decay=0.5))
+    data.update(extra)
+    return TrainConfig.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return emt_samples(40)
+
+
+def test_training_lowers_the_loss_and_writes_checkpoints(tmp_path, samples):
+    result = train(config(tmp_path, "run"), samples[:32], samples[32:], progress=False)
+    losses = [h["train_loss"] for h in result.history]
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert result.history[-1]["valid_forces_mae_meV_per_A"] < result.history[0]["valid_forces_mae_meV_per_A"]
+    for name in ("best.safetensors", "last.safetensors", "train_state.safetensors", "metrics.json"):
+        assert (tmp_path / "run" / name).is_file()
+    assert len(json.loads((tmp_path / "run" / "metrics.json").read_text())) == 4
+    potential = mlip.load_potential(result.best)
+    header = mlip.read_header(result.best)
+    assert header["metadata"]["trained"] is True and header["metadata"]["training"]["n_train"] == 32
+    atoms = samples[0].copy()
+    atoms.calc = mlip.MLIPCalculator(potential, dtype="float64")
+    assert math.isfinite(atoms.get_potential_energy())
+
+
+def test_a_killed_run_resumes_bit_for_bit(tmp_path, samples):
+    full = train(config(tmp_path, "full"), samples[:32], samples[32:], progress=False)
+    # max_minutes=0 stops after the first epoch, as a crash after its checkpoint would.
+    first = train(config(tmp_path, "resumed", max_minutes=0), samples[:32], samples[32:], progress=False)
+    assert first.epochs_run == 1
+    rest = train(config(tmp_path, "resumed"), samples[:32], samples[32:], resume=True, progress=False)
+    assert rest.resumed_from == 1 and len(rest.history) == 4
+    a, b = mlip.load_potential(full.last), mlip.load_potential(rest.last)
+    for (key, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), key
+    assert [h["train_loss"] for h in full.history] == [h["train_loss"] for h in rest.history]
+
+
+def test_resume_errors(tmp_path, samples):
+    with pytest.raises(ValueError, match="nothing to resume"):
+        train(config(tmp_path, "none"), samples[:8], samples[8:10], resume=True, progress=False)
+    train(config(tmp_path, "bad", epochs=1), samples[:8], samples[8:10], progress=False)
+    (tmp_path / "bad" / "train_state.safetensors").write_bytes(b"garbage")
+    with pytest.raises(mlip.CheckpointError, match="cannot resume"):
+        train(config(tmp_path, "bad", epochs=2), samples[:8], samples[8:10], resume=True, progress=False)
+
+
+def test_reference_energies_recover_per_element_energies():
+    rng = np.random.default_rng(3)
+    true = {29: -3.5, 79: -2.25, 13: -1.0}
+    samples = []
+    for _ in range(12):
+        atoms = bulk("Cu", "fcc", a=3.6, cubic=True) * (1, 1, 2)
+        atoms.numbers = rng.choice([29, 79, 13], size=len(atoms))
+        energy = sum(true[z] for z in atoms.numbers)
+        atoms.calc = SinglePointCalculator(atoms, energy=energy)
+        samples.append(atoms)
+    fitted = fit_reference_energies(samples, [29, 79, 13])
+    assert np.allclose(fitted, [-3.5, -2.25, -1.0], atol=1e-6)
+
+
+def test_schedule_and_ema():
+    factors = [warmup_cosine(s, 100, 10, 0.01) for s in range(120)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert factors[55] == pytest.approx(0.01 + 0.99 * 0.5, abs=1e-12)  # half way through the cosine
+    assert factors[100] == pytest.approx(0.01) and factors[119] == pytest.approx(0.01)
+    assert all(a >= b for a, b in zip(factors[9:], factors[10:]))
+    layer = torch.nn.Linear(2, 1)
+    ema = ExponentialMovingAverage(layer, decay=0.75)
+    w0 = layer.weight.detach().clone()
+    with torch.no_grad():
+        layer.weight.add_(4.0)
+    ema.update(layer)
+    assert torch.allclose(ema.shadow["weight"], w0 + 1.0)  # 0.75·w0 + 0.25·(w0 + 4)
+    with ema.swapped(layer):
+        assert torch.allclose(layer.weight, w0 + 1.0)
+    assert torch.allclose(layer.weight, w0 + 4.0)
+
+
+def test_config_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown key"):
+        TrainConfig.from_dict({"model": {"name": "platonic", "species": ["Cu"], "cutoff": 4}, "epoch": 3})
+    with pytest.raises(ValueError, match="unknown optimizer key"):
+        TrainConfig.from_dict({"model": {"name": "platonic", "species": ["Cu"], "cutoff": 4}, "optimizer": {"lrr": 1}})
+    with pytest.raises(ValueError, match="model needs 'cutoff'"):
+        TrainConfig.from_dict({"model": {"name": "platonic", "species": ["Cu"]}})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ValueError, match="not valid YAML"):
+        TrainConfig.from_yaml(bad)
+
+
+def test_labels_are_checked(tmp_path, samples):
+    broken = samples[0].copy()
+    broken.calc = SinglePointCalculator(broken, energy=float("nan"), forces=np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="training structure 1: energy label is not finite"):
+        train(config(tmp_path, "x"), [samples[1], broken], progress=False)
+
+
+def test_mlip_train_command(tmp_path, samples, capsys):
+    import ase.io
+    import yaml
+
+    from mlip.cli import main
+
+    data = tmp_path / "train.extxyz"
+    ase.io.write(data, samples[:16])
+    cfg = config(tmp_path, "cli", epochs=2).to_dict()
+    cfg["data"]["train"] = str(data)
+    cfg["data"]["valid_fraction"] = 0.25
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["train", str(path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "done: 2 epochs" in out and "forces_mae_meV_per_A" in out
+    history = json.loads((tmp_path / "cli" / "metrics.json").read_text())
+    assert len(history) == 2 and history[0]["epoch"] == 1
+    # A config with a typo is a clean error.
+    path.write_text(yaml.safe_dump(dict(cfg, epochz=3)))
+    assert main(["train", str(path)]) == 2
+    assert "unknown key(s) epochz" in capsys.readouterr().err
