@@ -155,3 +155,43 @@ def test_mlip_train_command(tmp_path, samples, capsys):
     path.write_text(yaml.safe_dump(dict(cfg, epochz=3)))
     assert main(["train", str(path)]) == 2
     assert "unknown key(s) epochz" in capsys.readouterr().err
+
+
+def test_two_processes_give_the_same_update_as_one(tmp_path, samples):
+    """torchrun with 2 CPU processes (gloo) trains to the same weights as one process on the same
+    global batches (float64: only the order of floating-point sums differs)."""
+    import subprocess
+    import sys
+
+    import ase.io
+    import yaml
+
+    data = tmp_path / "train.extxyz"
+    ase.io.write(data, samples[:24])
+    cfgs = {}
+    for name in ("one", "two"):
+        cfg = config(tmp_path, name, epochs=2, dtype="float64", eval_dtype="float64").to_dict()
+        cfg["data"]["train"] = str(data)
+        cfg["data"]["valid_fraction"] = 0.25
+        cfgs[name] = tmp_path / f"{name}.yaml"
+        cfgs[name].write_text(yaml.safe_dump(cfg))
+    env = dict(__import__("os").environ, OMP_NUM_THREADS="1")
+    single = subprocess.run([sys.executable, "-m", "mlip", "train", str(cfgs["one"]), "--no-progress"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert single.returncode == 0, single.stderr[-2000:]
+    double = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                             "-m", "mlip", "train", str(cfgs["two"]), "--no-progress"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert double.returncode == 0, double.stderr[-2000:]
+    a = mlip.load_potential(tmp_path / "one" / "last.safetensors")
+    b = mlip.load_potential(tmp_path / "two" / "last.safetensors")
+    moved = False
+    init = mlip.models.create_model("platonic", species=["Cu", "Au"], cutoff=4.0, seed=0, channels=4,
+                                    num_layers=1, num_heads=1, head_dim=2)
+    for (key, x), y, x0 in zip(a.state_dict().items(), b.state_dict().values(), init.state_dict().values()):
+        assert torch.allclose(x, y, rtol=1e-9, atol=1e-12), key
+        moved = moved or not torch.allclose(x.double(), x0.double())
+    assert moved  # training changed the weights, so the comparison means something
+    la = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    lb = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert [h["train_loss"] for h in la] == pytest.approx([h["train_loss"] for h in lb], rel=1e-9)

@@ -62,32 +62,48 @@ def _batch_targets(samples: Sequence, dtype: torch.dtype, device) -> Dict[str, t
     return out
 
 
-def _error(diff: torch.Tensor, kind: str, delta: float) -> torch.Tensor:
+def _error_sum(diff: torch.Tensor, kind: str, delta: float) -> torch.Tensor:
     if diff.numel() == 0:
         return diff.new_zeros(())
     if kind == "mse":
-        return (diff * diff).mean()
+        return (diff * diff).sum()
     if kind == "mae":
-        return diff.abs().mean()
-    return torch.nn.functional.huber_loss(diff, torch.zeros_like(diff), delta=delta)
+        return diff.abs().sum()
+    return torch.nn.functional.huber_loss(diff, torch.zeros_like(diff), delta=delta, reduction="sum")
+
+
+def loss_sums(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], scale: float, config: TrainConfig):
+    """Summed errors and their counts per term: ``{term: (sum, count)}``. Every target is divided
+    by ``scale`` (eV); stresses are first multiplied by the volume per atom, so all three terms are
+    per-atom energies. Sums (not means) let several processes add their parts of a global batch."""
+    lc = config.loss
+    e = (out["energy"] - target["energy"]) / target["n_atoms"] / scale
+    terms = {"energy": (_error_sum(e, lc.kind, lc.huber_delta), e.numel())}
+    if "forces" in target and "forces" in out and lc.forces_weight:
+        d = (out["forces"] - target["forces"]) / scale
+        terms["forces"] = (_error_sum(d, lc.kind, lc.huber_delta), d.numel())
+    if "stress" in out and lc.stress_weight:
+        mask = torch.isfinite(target["stress"]).all(dim=1) & torch.isfinite(target["volume_per_atom"])
+        ds = (out["stress"][mask] - target["stress"][mask]) * target["volume_per_atom"][mask, None] / scale
+        terms["stress"] = (_error_sum(ds, lc.kind, lc.huber_delta), ds.numel())
+    return terms
+
+
+def combine_loss(terms, counts: Dict[str, float], config: TrainConfig):
+    """Σ_term weight · sum / count (counts may be global over processes). Returns (loss, parts)."""
+    lc = config.loss
+    weights = {"energy": lc.energy_weight, "forces": lc.forces_weight, "stress": lc.stress_weight}
+    parts = {k: terms[k][0] / counts[k] for k in terms if counts.get(k, 0) > 0}
+    total = sum(weights[k] * v for k, v in parts.items())
+    if not isinstance(total, torch.Tensor):
+        total = torch.zeros(())
+    return total, parts
 
 
 def loss_terms(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], scale: float, config: TrainConfig):
-    """Weighted loss and its parts; every target is divided by ``scale`` (eV), stresses are first
-    multiplied by the volume per atom, so all three are per-atom energies."""
-    lc = config.loss
-    e = (out["energy"] - target["energy"]) / target["n_atoms"] / scale
-    terms = {"energy": _error(e, lc.kind, lc.huber_delta)}
-    if "forces" in target and lc.forces_weight:
-        terms["forces"] = _error((out["forces"] - target["forces"]) / scale, lc.kind, lc.huber_delta)
-    if "stress" in out and lc.stress_weight:
-        mask = torch.isfinite(target["stress"]).all(dim=1) & torch.isfinite(target["volume_per_atom"])
-        if mask.any():
-            ds = (out["stress"][mask] - target["stress"][mask]) * target["volume_per_atom"][mask, None] / scale
-            terms["stress"] = _error(ds, lc.kind, lc.huber_delta)
-    weights = {"energy": lc.energy_weight, "forces": lc.forces_weight, "stress": lc.stress_weight}
-    total = sum(weights[k] * v for k, v in terms.items())
-    return total, terms
+    """Weighted mean loss of one batch and its parts (see :func:`loss_sums`)."""
+    terms = loss_sums(out, target, scale, config)
+    return combine_loss(terms, {k: float(n) for k, (_, n) in terms.items()}, config)
 
 
 # ----------------------------------------------------------------------------------- evaluation
@@ -195,8 +211,12 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     from mlip.models import create_model
 
     config.validate()
+    dist = _Distributed.from_environment(config.device)
     out_dir = Path(config.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if dist.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    dist.barrier()
+    progress = progress and dist.is_main
     if train_samples is None:
         if not config.data.train:
             raise ValueError("no training data: set data.train in the config")
@@ -267,22 +287,34 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
                        dynamic_ncols=True, leave=False)
         running, n_batches = 0.0, 0
         for b in range(steps_per_epoch):
-            chunk = [train_samples[i] for i in order[b * config.batch_size:(b + 1) * config.batch_size]]
-            graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype, device=device)
-            target = _batch_targets(chunk, dtype, device)
-            out = potential(graph, compute_forces=True, compute_stress=want_stress, create_graph=True)
-            loss, _ = loss_terms(out, target, scale, config)
-            if not torch.isfinite(loss):
+            batch = order[b * config.batch_size:(b + 1) * config.batch_size]
+            # Each process takes every world_size-th structure of the global batch; the losses are
+            # sums divided by global counts and the gradients are summed, so the update equals
+            # that of one process on the whole batch.
+            chunk = [train_samples[i] for i in batch[dist.rank::dist.world_size]]
+            optimizer.zero_grad(set_to_none=True)
+            if chunk:
+                graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype, device=device)
+                target = _batch_targets(chunk, dtype, device)
+                out = potential(graph, compute_forces=True, compute_stress=want_stress, create_graph=True)
+                terms = loss_sums(out, target, scale, config)
+            else:
+                terms = {}
+            counts = dist.sum_counts({k: float(n) for k, (_, n) in terms.items()}, ("energy", "forces", "stress"))
+            loss, _ = combine_loss(terms, counts, config)
+            if isinstance(loss, torch.Tensor) and loss.requires_grad:
+                loss.backward()
+            dist.sum_gradients(potential)
+            loss_value = dist.sum_scalar(float(loss.detach()) if isinstance(loss, torch.Tensor) else 0.0)
+            if not math.isfinite(loss_value):
                 raise RuntimeError(f"non-finite loss at epoch {epoch + 1}, batch {b + 1}")
             for group in optimizer.param_groups:
                 group["lr"] = oc.lr * warmup_cosine(step, total_steps, warmup, oc.min_lr_factor)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
             torch.nn.utils.clip_grad_norm_(potential.parameters(), oc.clip_norm)
             optimizer.step()
             ema.update(potential)
             step += 1
-            running += float(loss.detach())
+            running += loss_value
             n_batches += 1
             if bar is not None:
                 bar.update(1)
@@ -290,6 +322,11 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
         if bar is not None:
             bar.close()
         potential.eval()
+        if not dist.is_main:
+            dist.barrier()
+            if dist.broadcast_flag(False):
+                break
+            continue
         with ema.swapped(potential):
             record = {"epoch": epoch + 1, "step": step, "train_loss": running / max(n_batches, 1),
                       "lr": optimizer.param_groups[0]["lr"], "minutes": (time.perf_counter() - t_start) / 60}
@@ -314,10 +351,88 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
             shown = {k: v for k, v in record.items() if k.startswith("valid_") and "mae" in k}
             print(f"epoch {epoch + 1}: loss {record['train_loss']:.4g} "
                   + " ".join(f"{k[6:]}={v:.3g}" for k, v in shown.items()), flush=True)
-        if config.max_minutes is not None and (time.perf_counter() - t_start) / 60 > config.max_minutes:
+        dist.barrier()
+        stop = config.max_minutes is not None and (time.perf_counter() - t_start) / 60 > config.max_minutes
+        if dist.broadcast_flag(stop):
             break
+    dist.close()
     return TrainResult(best=out_dir / "best.safetensors", last=out_dir / "last.safetensors", history=history,
                        epochs_run=len(history), resumed_from=resumed_from)
+
+
+class _Distributed:
+    """torch.distributed when launched by torchrun (WORLD_SIZE > 1), else a single process."""
+
+    def __init__(self, rank: int = 0, world_size: int = 1, owns_group: bool = False):
+        self.rank, self.world_size, self.owns_group = rank, world_size, owns_group
+
+    @classmethod
+    def from_environment(cls, device: str) -> "_Distributed":
+        import os
+
+        import torch.distributed as td
+
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return cls()
+        owns = False
+        if not td.is_initialized():
+            td.init_process_group(backend="nccl" if str(device).startswith("cuda") else "gloo")
+            owns = True
+        return cls(td.get_rank(), td.get_world_size(), owns)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            import torch.distributed as td
+
+            td.barrier()
+
+    def sum_counts(self, counts: Dict[str, float], keys) -> Dict[str, float]:
+        if self.world_size == 1:
+            return counts
+        import torch.distributed as td
+
+        t = torch.tensor([counts.get(k, 0.0) for k in keys], dtype=torch.float64)
+        td.all_reduce(t)
+        return {k: float(v) for k, v in zip(keys, t)}
+
+    def sum_scalar(self, value: float) -> float:
+        if self.world_size == 1:
+            return value
+        import torch.distributed as td
+
+        t = torch.tensor([value], dtype=torch.float64)
+        td.all_reduce(t)
+        return float(t)
+
+    def sum_gradients(self, module) -> None:
+        if self.world_size == 1:
+            return
+        import torch.distributed as td
+
+        for p in module.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            td.all_reduce(p.grad)
+
+    def broadcast_flag(self, flag: bool) -> bool:
+        if self.world_size == 1:
+            return flag
+        import torch.distributed as td
+
+        t = torch.tensor([1 if flag else 0])
+        td.broadcast(t, src=0)
+        return bool(t.item())
+
+    def close(self) -> None:
+        if self.owns_group:
+            import torch.distributed as td
+
+            td.destroy_process_group()
 
 
 def _valid_loss(potential, samples, scale, config, dtype, device) -> float:
