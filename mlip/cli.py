@@ -580,6 +580,43 @@ def cmd_train(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------- eval
+def cmd_eval(args) -> int:
+    from mlip.checkpoint import atomic_write
+    from mlip.training.config import TrainConfig
+    from mlip.training.evaluation import error_metrics, parity_plot, predictions
+    from mlip.training.trainer import _read
+    from mlip.workflows.model_loading import potential_of
+
+    calc, label = _load_model(args.model, args.device, args.dtype)
+    config = TrainConfig(model={"name": "-", "species": [], "cutoff": 1.0})
+    config.data.energy_key, config.data.forces_key, config.data.stress_key = args.energy_key, args.forces_key, args.stress_key
+    if not Path(args.data).is_file():
+        raise CLIError(f"data file {args.data!r} does not exist")
+    samples = _read(args.data, config)
+    if not samples:
+        raise CLIError(f"{args.data}: no structures")
+    potential = potential_of(calc)
+    model = potential if potential is not None else calc
+    print(f"model: {label}; data: {args.data} ({len(samples)} structures)", flush=True)
+    preds = predictions(model, samples, batch_size=args.batch_size, dtype=args.dtype,
+                        device=getattr(calc, "device", "cpu"))
+    metrics = error_metrics(preds)
+    for key, value in metrics.items():
+        print(f"  {key}: {value:.4g}")
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / "metrics.json", lambda tmp: Path(tmp).write_text(json.dumps(
+        {"model": label, "data": str(args.data), "n_structures": len(samples), **metrics}, indent=1)))
+    try:
+        parity_plot(preds, out_dir / "parity.png", title=f"{label} on {Path(args.data).name}")
+        plot = " parity.png"
+    except ImportError:
+        plot = " (no parity plot: matplotlib is not installed)"
+    print(f"wrote: {out_dir}/ metrics.json{plot}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- parser
 def _number(kind: type, minimum: float, strict: bool, bound: str):
     """argparse type: a finite ``kind`` (int or float) > minimum (strict) or >= minimum."""
@@ -720,6 +757,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", default=None, help="override the config's out_dir")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="errors of a model on labelled data (MAE/RMSE, per element, parity plot)")
+    p.add_argument("model", metavar="MODEL", help="shipped name, checkpoint or module:Class")
+    p.add_argument("data", metavar="DATA", help="labelled structures (extxyz, ASE db, MPtrj JSON)")
+    p.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="default: %(default)s")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=_positive_int, default=16)
+    p.add_argument("--energy-key", default=None)
+    p.add_argument("--forces-key", default=None)
+    p.add_argument("--stress-key", default=None)
+    p.add_argument("--out-dir", default="eval", help="metrics.json and parity.png (default: %(default)s)")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)")
     p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")

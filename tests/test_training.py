@@ -195,3 +195,33 @@ def test_two_processes_give_the_same_update_as_one(tmp_path, samples):
     la = json.loads((tmp_path / "one" / "metrics.json").read_text())
     lb = json.loads((tmp_path / "two" / "metrics.json").read_text())
     assert [h["train_loss"] for h in la] == pytest.approx([h["train_loss"] for h in lb], rel=1e-9)
+
+
+def test_mlip_eval_reports_errors_and_a_parity_plot(tmp_path, samples, capsys):
+    import ase.io
+
+    from mlip.cli import main
+
+    data = tmp_path / "test.extxyz"
+    ase.io.write(data, samples[:6])
+    # EMT evaluated on its own labels: every error is zero (the plumbing check) up to the 8 decimals
+    # that extxyz keeps (1e-8 eV, eV/Å: 1e-5 meV).
+    assert main(["eval", "ase.calculators.emt:EMT", str(data), "--out-dir", str(tmp_path / "emt")]) == 0
+    metrics = json.loads((tmp_path / "emt" / "metrics.json").read_text())
+    assert metrics["n_structures"] == 6
+    assert metrics["energy_mae_meV_per_atom"] < 1e-4 and metrics["forces_mae_meV_per_A"] < 1e-4
+    assert metrics["stress_mae_meV_per_A3"] < 1e-4
+    assert {"forces_mae_Cu_meV_per_A", "forces_mae_Au_meV_per_A"} <= set(metrics)
+    assert (tmp_path / "emt" / "parity.png").stat().st_size > 1000
+    # A trained checkpoint gives the errors that an independent evaluation gives.
+    result = train(config(tmp_path, "run", epochs=1), samples[:16], samples[16:20], progress=False)
+    assert main(["eval", str(result.best), str(data), "--out-dir", str(tmp_path / "model")]) == 0
+    metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
+    potential = mlip.load_potential(result.best).double()
+    errors = []
+    for atoms in samples[:6]:
+        a = atoms.copy()
+        a.calc = mlip.MLIPCalculator(potential, dtype="float64")
+        errors.append(np.abs(a.get_forces() - atoms.get_forces()).reshape(-1))
+    assert metrics["forces_mae_meV_per_A"] == pytest.approx(1e3 * np.concatenate(errors).mean(), rel=1e-9)
+    capsys.readouterr()

@@ -28,6 +28,7 @@ import torch
 from mlip.checkpoint import atomic_write, save_potential
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
+from mlip.training.evaluation import evaluate
 from mlip.training.reference_energies import fit_reference_energies, output_scale
 from mlip.training.samples import atoms_of, labels_of
 from mlip.training.schedule import warmup_cosine
@@ -104,37 +105,6 @@ def loss_terms(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], sc
     """Weighted mean loss of one batch and its parts (see :func:`loss_sums`)."""
     terms = loss_sums(out, target, scale, config)
     return combine_loss(terms, {k: float(n) for k, (_, n) in terms.items()}, config)
-
-
-# ----------------------------------------------------------------------------------- evaluation
-def evaluate(potential, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu") -> Dict[str, float]:
-    """MAE and RMSE of energy per atom (meV/atom), force components (meV/Å) and stress components
-    (meV/Å³) of ``potential`` on ``samples`` (stress only where labelled)."""
-    import mlip
-
-    torch_dtype = getattr(torch, dtype)
-    model = potential.to(torch_dtype)
-    sums = {k: [0.0, 0.0, 0] for k in ("energy", "forces", "stress")}
-    for start in range(0, len(samples), batch_size):
-        chunk = samples[start:start + batch_size]
-        graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=torch_dtype, device=device)
-        target = _batch_targets(chunk, torch_dtype, device)
-        out = model(graph, compute_forces=True, compute_stress=True)
-        diffs = {"energy": ((out["energy"] - target["energy"]) / target["n_atoms"]).detach()}
-        if "forces" in target:
-            diffs["forces"] = (out["forces"] - target["forces"]).detach().reshape(-1)
-        mask = torch.isfinite(target["stress"]).all(dim=1) & torch.isfinite(out["stress"]).all(dim=1)
-        diffs["stress"] = (out["stress"][mask] - target["stress"][mask]).detach().reshape(-1)
-        for key, d in diffs.items():
-            sums[key][0] += float(d.abs().sum())
-            sums[key][1] += float((d * d).sum())
-            sums[key][2] += d.numel()
-    metrics = {}
-    for key, (abs_sum, sq_sum, n) in sums.items():
-        unit = {"energy": "meV_per_atom", "forces": "meV_per_A", "stress": "meV_per_A3"}[key]
-        metrics[f"{key}_mae_{unit}"] = 1e3 * abs_sum / n if n else float("nan")
-        metrics[f"{key}_rmse_{unit}"] = 1e3 * math.sqrt(sq_sum / n) if n else float("nan")
-    return metrics
 
 
 # ----------------------------------------------------------------------------------- state

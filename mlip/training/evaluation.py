@@ -1,0 +1,117 @@
+"""Errors of a model on labelled structures: MAE/RMSE of energy per atom, forces and stress, force
+errors per element, and a parity plot."""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import torch
+
+from mlip.training.samples import atoms_of, labels_of
+
+UNITS = {"energy": "meV_per_atom", "forces": "meV_per_A", "stress": "meV_per_A3"}
+
+
+def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu") -> Dict:
+    """Predicted and reference values, flattened per quantity.
+
+    ``model`` is an :class:`mlip.Potential` (evaluated in batches) or any ASE calculator
+    (structure by structure). Returns ``{"energy": (pred, ref) per atom [n_structures] (eV/atom),
+    "forces": (pred, ref, Z) [n_atoms·3] (eV/Å), "stress": (pred, ref) [6·n_with_stress] (eV/Å³)}``.
+    """
+    import mlip
+
+    e_pred, e_ref, f_pred, f_ref, f_z, s_pred, s_ref = [], [], [], [], [], [], []
+    is_potential = isinstance(model, mlip.Potential)
+    if is_potential:
+        torch_dtype = getattr(torch, dtype)
+        model = model.to(torch_dtype)
+    for start in range(0, len(samples), batch_size):
+        chunk = samples[start:start + batch_size]
+        structures = [atoms_of(s) for s in chunk]
+        if is_potential:
+            graph = mlip.batch_atoms(structures, model.cutoff, dtype=torch_dtype, device=device)
+            out = model(graph, compute_forces=True, compute_stress=True)
+            energies = out["energy"].detach().cpu().numpy()
+            forces = np.split(out["forces"].detach().cpu().numpy(), np.cumsum([len(a) for a in structures])[:-1])
+            stresses = out["stress"].detach().cpu().numpy()
+        else:
+            energies, forces, stresses = [], [], []
+            for atoms in structures:
+                a = atoms.copy()
+                a.calc = model
+                energies.append(a.get_potential_energy())
+                forces.append(a.get_forces())
+                stresses.append(a.get_stress() if a.cell.rank == 3 and a.pbc.all() else np.full(6, np.nan))
+        for k, sample in enumerate(chunk):
+            lab = labels_of(sample, f"structure {start + k}")
+            n = len(structures[k])
+            e_pred.append(float(energies[k]) / n)
+            e_ref.append(lab.energy / n)
+            if lab.forces is not None:
+                f_pred.append(np.asarray(forces[k]).reshape(-1))
+                f_ref.append(lab.forces.reshape(-1))
+                f_z.append(np.repeat(structures[k].numbers, 3))
+            if lab.stress is not None and np.all(np.isfinite(stresses[k])):
+                s_pred.append(np.asarray(stresses[k]))
+                s_ref.append(lab.stress)
+
+    def cat(parts):
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    return {"energy": (np.array(e_pred), np.array(e_ref)),
+            "forces": (cat(f_pred), cat(f_ref), cat(f_z).astype(int)),
+            "stress": (cat(s_pred), cat(s_ref))}
+
+
+def error_metrics(preds: Dict) -> Dict[str, float]:
+    """MAE and RMSE (meV/atom, meV/Å, meV/Å³) and force MAE per element (meV/Å)."""
+    from ase.data import chemical_symbols
+
+    out: Dict[str, float] = {}
+    for key in ("energy", "forces", "stress"):
+        pred, ref = preds[key][0], preds[key][1]
+        d = pred - ref
+        out[f"{key}_mae_{UNITS[key]}"] = 1e3 * float(np.abs(d).mean()) if d.size else math.nan
+        out[f"{key}_rmse_{UNITS[key]}"] = 1e3 * float(np.sqrt((d * d).mean())) if d.size else math.nan
+    f_pred, f_ref, z = preds["forces"]
+    for number in sorted(set(z.tolist())):
+        sel = z == number
+        out[f"forces_mae_{chemical_symbols[number]}_meV_per_A"] = 1e3 * float(np.abs(f_pred[sel] - f_ref[sel]).mean())
+    return out
+
+
+def evaluate(model, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu") -> Dict[str, float]:
+    """:func:`error_metrics` of :func:`predictions` (the trainer's validation metrics)."""
+    return error_metrics(predictions(model, list(samples), batch_size, dtype, device))
+
+
+def parity_plot(preds: Dict, path, title: Optional[str] = None) -> None:
+    """Predicted vs reference energy per atom, force components and stress components (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mlip.checkpoint import atomic_write
+
+    metrics = error_metrics(preds)
+    panels = [("energy", "energy (eV/atom)", 1.0, "meV/atom"), ("forces", "force component (eV/Å)", 1.0, "meV/Å"),
+              ("stress", "stress component (GPa)", 160.21766208, "meV/Å³")]
+    panels = [p for p in panels if preds[p[0]][0].size]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
+    for ax, (key, label, factor, unit) in zip(axes[0], panels):
+        pred, ref = preds[key][0] * factor, preds[key][1] * factor
+        lo, hi = float(min(pred.min(), ref.min())), float(max(pred.max(), ref.max()))
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.7)
+        ax.scatter(ref, pred, s=4, alpha=0.5)
+        ax.set_xlabel(f"reference {label}")
+        ax.set_ylabel(f"predicted {label}")
+        ax.set_title(f"MAE {metrics[f'{key}_mae_{UNITS[key]}']:.2f} {unit}", fontsize=10)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, format="png"))
+    plt.close(fig)
