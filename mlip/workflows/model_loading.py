@@ -137,6 +137,15 @@ def potential_of(calculator) -> Optional[Potential]:
     return potential if isinstance(potential, Potential) else None
 
 
+def calculator_cutoff(calculator) -> Optional[float]:
+    """The interaction cutoff radius (Å) of an mlip calculator (its potential's ``cutoff``); None
+    for calculators that do not expose one (most foreign ASE calculators) and for a non-positive
+    cutoff. The phonon and κ workflows size their supercells from it."""
+    potential = potential_of(calculator)
+    cutoff = getattr(potential, "cutoff", None) if potential is not None else None
+    return float(cutoff) if cutoff is not None and float(cutoff) > 0 else None
+
+
 def is_untrained(calculator) -> bool:
     """True when ``calculator`` serves an mlip potential marked untrained (random weights)."""
     potential = potential_of(calculator)
@@ -160,6 +169,7 @@ def describe_model(calculator, spec: Optional[ModelSpec] = None) -> str:
 
 __all__ = [
     "accepted_forms",
+    "calculator_cutoff",
     "describe_model",
     "is_untrained",
     "potential_of",

@@ -25,8 +25,6 @@ Units: frequencies in THz (1 THz = 4.1357 meV = 33.356 cm⁻¹), energies in eV,
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import warnings
@@ -37,8 +35,19 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from ase import Atoms
 
+from mlip.workflows.force_constant_inputs import check_force_constant_inputs, float64_calculator
+from mlip.workflows.json_io import atoms_to_dict, jsonable, write_json
+from mlip.workflows.model_loading import calculator_cutoff
+from mlip.workflows.run_cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
+from mlip.workflows.supercells import check_supercell_width, cutoff_width, diagonal_supercell, parse_supercell
+
 #: default lower bound on the perpendicular widths of the automatic supercell (Å)
 DEFAULT_MIN_WIDTH = 12.0
+
+#: supercells must be at least this many model cutoffs wide, so that no atom sees two periodic
+#: images of a displaced atom (the force constants would fold them together); the κ workflow
+#: (:mod:`mlip.workflows.kappa`) asks for 1 on purpose
+MIN_WIDTH_CUTOFF_FACTOR = 2.0
 
 #: phonopy's default displacement distance (Å)
 DEFAULT_DISPLACEMENT = 0.01
@@ -194,12 +203,12 @@ class PhononResult:
     def to_dict(self) -> dict:
         """JSON-serialisable summary (everything but the phonopy object); keys carry units."""
         n, n_prim = self.n_atoms, self.n_atoms_primitive
-        return _jsonable({
+        return jsonable({
             "model": self.model,
             "settings": self.settings,
-            "structure": _structure_dict(self.atoms),
+            "structure": atoms_to_dict(self.atoms),
             "spacegroup": self.spacegroup,
-            "primitive": _structure_dict(self.primitive),
+            "primitive": atoms_to_dict(self.primitive),
             "n_atoms": n,
             "n_atoms_primitive": n_prim,
             "n_bands": self.n_bands,
@@ -263,9 +272,8 @@ class PhononResult:
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
         paths = {"json": out / JSON_NAME}
-        atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        write_json(paths["json"], self.to_dict())
         plots = (plot_band_structure, plot_dos, plot_thermal_properties)
         for name, plot in zip(PLOT_NAMES, plots, strict=True):
             key = name[: -len(".png")]
@@ -276,72 +284,25 @@ class PhononResult:
 
 
 # ----------------------------------------------------------------------------------------- helpers
-def _jsonable(value):
-    """numpy → lists/floats (non-finite floats → None), tuples → lists, recursively."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    return value
-
-
-def _structure_dict(atoms: Atoms) -> dict:
-    return {
-        "symbols": atoms.get_chemical_symbols(),
-        "cell_A": np.asarray(atoms.cell.array, dtype=float),
-        "positions_A": np.asarray(atoms.positions, dtype=float),
-        "masses_amu": np.asarray(atoms.get_masses(), dtype=float),
-    }
-
-
 def default_supercell(atoms: Atoms, min_width: float = DEFAULT_MIN_WIDTH) -> Tuple[int, int, int]:
     """The smallest diagonal supercell ``(n1, n2, n3)`` of ``atoms.cell`` whose perpendicular
     widths (distances between opposite faces) are all ≥ ``min_width`` (Å)."""
-    from mlip.workflows.phonopy_utils import perpendicular_widths
-
-    if not (min_width > 0 and math.isfinite(min_width)):
-        raise ValueError(f"min_width must be a positive length in Å, got {min_width}")
-    widths = perpendicular_widths(atoms.cell.array)
-    return tuple(max(1, int(math.ceil(min_width / w - 1e-9))) for w in widths)  # type: ignore[return-value]
-
-
-def calculator_cutoff(calculator) -> Optional[float]:
-    """The interaction cutoff (Å) of an mlip calculator (``.potential.cutoff``); None when the
-    calculator does not expose one (most ASE calculators)."""
-    from mlip.workflows.model_loading import potential_of
-
-    potential = potential_of(calculator)
-    if potential is None:
-        return None
-    cutoff = getattr(potential, "cutoff", None)
-    return float(cutoff) if cutoff is not None and float(cutoff) > 0 else None
+    return diagonal_supercell(atoms, min_width)
 
 
 def _check_supercell_for_cutoff(atoms: Atoms, matrix: np.ndarray, cutoff: Optional[float]) -> None:
-    """Refuse a supercell narrower than twice the cutoff (the error names one that is wide enough)."""
+    """Refuse a supercell narrower than ``MIN_WIDTH_CUTOFF_FACTOR`` (2) × the model's cutoff (Å);
+    the message names the :func:`default_supercell` that is wide enough. Widths are measured in the
+    basis of ``atoms.cell``, as :func:`default_supercell` sizes its supercells."""
     from mlip.workflows.phonopy_utils import perpendicular_widths
 
     if cutoff is None:
         return
-    widths = perpendicular_widths(matrix @ atoms.cell.array)
-    if widths.min() + 1e-9 >= 2.0 * cutoff:
-        return
-    good = default_supercell(atoms, 2.0 * cutoff)
-    n_good = int(np.prod(good)) * len(atoms)
-    raise ValueError(
-        f"supercell {matrix.tolist()} is too small for the model's cutoff of {cutoff:g} Å: its "
-        f"perpendicular widths {np.round(widths, 2).tolist()} Å must all be at least twice the cutoff "
-        f"({2 * cutoff:g} Å), or a displaced atom interacts with its own periodic images and the force "
-        f"constants are wrong; use supercell={good} ({n_good} atoms) or larger"
+    check_supercell_width(
+        atoms, matrix, cutoff_width(cutoff, MIN_WIDTH_CUTOFF_FACTOR),
+        f"{MIN_WIDTH_CUTOFF_FACTOR:g} × the model's cutoff of {cutoff:g} Å: in a narrower supercell a "
+        "displaced atom interacts with its own periodic images and the force constants are wrong",
+        name="supercell", suggest=default_supercell, widths_of=perpendicular_widths,
     )
 
 
@@ -382,55 +343,6 @@ def _temperature_range(temperatures) -> Tuple[float, float, float]:
 
 def _label(name: str) -> str:
     return "Γ" if name in ("G", "Gamma", "GAMMA") else name
-
-
-def _model_fingerprint(calc) -> str:
-    """Identity of a calculator for the force cache: weights hash (mlip) or class + parameters."""
-    from mlip.workflows.model_loading import potential_of
-
-    potential = potential_of(calc)
-    h = hashlib.sha256()
-    if potential is not None:
-        import torch
-
-        h.update(f"mlip:{potential.architecture}:{potential.cutoff!r}".encode())
-        h.update(json.dumps(potential.hyperparameters, sort_keys=True, default=str).encode())
-        for name, tensor in sorted(potential.state_dict().items()):
-            t = tensor.detach().to("cpu")
-            if t.is_floating_point():
-                t = t.to(torch.float64)
-            h.update(name.encode())
-            h.update(t.contiguous().numpy().tobytes())
-        return "mlip-" + h.hexdigest()[:24]
-    cls = type(calc)
-    h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
-    params = getattr(calc, "parameters", None)
-    if isinstance(params, dict):
-        h.update(json.dumps(params, sort_keys=True, default=repr).encode())
-    return f"{cls.__qualname__}-" + h.hexdigest()[:24]
-
-
-def _atoms_from_dict(d: dict) -> Atoms:
-    return Atoms(
-        symbols=d["symbols"], cell=np.array(d["cell_A"], dtype=float),
-        positions=np.array(d["positions_A"], dtype=float), masses=np.array(d["masses_amu"], dtype=float),
-        pbc=True,
-    )
-
-
-def _write_json(path: Path, obj) -> None:
-    from mlip.checkpoint import atomic_write
-
-    text = json.dumps(_jsonable(obj), indent=1, allow_nan=False)
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
-def _read_json(path: Path) -> Optional[dict]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 # ----------------------------------------------------------------------------------------- workflow
@@ -499,37 +411,18 @@ def run_phonons(
     ``RuntimeWarning`` and the phonons are computed anyway (see ``result.relaxation``).
     """
     from mlip.workflows.displacement_forces import displacement_forces
-    from mlip.workflows.model_loading import describe_model, resolve_calculator
+    from mlip.workflows.model_loading import describe_model
     from mlip.workflows.phonopy_utils import (
         import_phonopy,
         perpendicular_widths,
-        supercell_matrix,
         to_ase_atoms,
         to_phonopy_atoms,
     )
 
     # ---------------------------------------------------------------- validate input
-    if not isinstance(atoms, Atoms):
-        raise ValueError(f"atoms must be an ase.Atoms crystal, got {type(atoms).__name__}")
-    if len(atoms) == 0:
-        raise ValueError("the structure has no atoms")
-    if not np.all(atoms.pbc):
-        raise ValueError(
-            f"phonons need a crystal periodic in all three directions, got pbc={atoms.pbc.tolist()} "
-            "(molecules, slabs and wires are not supported)"
-        )
-    if atoms.cell.rank < 3 or abs(atoms.cell.volume) < 1e-8:
-        raise ValueError(f"the structure's cell is degenerate (volume {abs(atoms.cell.volume):.3g} Å³)")
-    if not (isinstance(displacement, (int, float, np.number)) and math.isfinite(displacement)
-            and 0 < displacement <= 0.5):
-        raise ValueError(f"displacement must be a positive distance up to 0.5 Å, got {displacement!r}")
-    if not (symprec > 0 and fix_symmetry_symprec > 0):
-        raise ValueError(f"symprec and fix_symmetry_symprec must be positive, got {symprec}, "
-                         f"{fix_symmetry_symprec}")
-    if relax and not fmax > 0:
-        raise ValueError(f"fmax must be positive (eV/Å), got {fmax}")
-    if relax and relax_steps < 0:
-        raise ValueError(f"relax_steps must be >= 0, got {relax_steps}")
+    check_force_constant_inputs(atoms, workflow="the phonon workflow", displacement=displacement,
+                                symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, relax=relax,
+                                fmax=fmax, relax_steps=relax_steps)
     mesh_arg = _mesh_argument(mesh)
     t_min, t_max, t_step = _temperature_range(temperatures)
     if isinstance(band_npoints, bool) or not isinstance(band_npoints, (int, np.integer)) or band_npoints < 2:
@@ -539,27 +432,10 @@ def run_phonons(
     band_npoints = int(band_npoints)
     if not (imaginary_tol >= 0 and math.isfinite(imaginary_tol)):
         raise ValueError(f"imaginary_tol must be >= 0 (THz), got {imaginary_tol}")
-    matrix: Optional[np.ndarray] = None
-    if supercell is not None:
-        try:
-            matrix = supercell_matrix(supercell)
-        except (TypeError, ValueError) as err:
-            message = str(err)
-            if "supercell" not in message:
-                message = f"a supercell must be n, (n1, n2, n3) or an integer 3×3 matrix, got {supercell!r}"
-            raise ValueError(message) from None
-        if np.linalg.det(matrix) < 0:
-            raise ValueError(f"supercell matrix {matrix.tolist()} is left-handed (negative determinant)")
+    matrix = None if supercell is None else parse_supercell(supercell, "supercell")
     phonopy_module = import_phonopy()
 
-    calc = resolve_calculator(calculator, dtype="float64")
-    if str(getattr(calc, "dtype", "")) in ("torch.float32", "torch.float16", "torch.bfloat16"):
-        warnings.warn(
-            f"the calculator evaluates in {str(calc.dtype).replace('torch.', '')}: finite-displacement "
-            "phonons need float64 (forces from 0.01 Å displacements drown in round-off); pass the model "
-            "name, checkpoint or Potential instead (resolved in float64) or MLIPCalculator(dtype='float64')",
-            RuntimeWarning, stacklevel=2,
-        )
+    calc = float64_calculator(calculator)
     cutoff = calculator_cutoff(calc)
     if matrix is not None:
         _check_supercell_for_cutoff(atoms, matrix, cutoff)
@@ -583,7 +459,7 @@ def run_phonons(
 
     cache = Path(out_dir) / "cache" if out_dir is not None else None
     if cache is not None:
-        _check_model_cache(cache, calc)
+        check_model_cache(cache, calc)
 
     # ---------------------------------------------------------------- relaxation
     unit = atoms.copy()
@@ -597,7 +473,7 @@ def run_phonons(
 
     # ---------------------------------------------------------------- supercell
     if matrix is None:
-        target = float(min_width) if cutoff is None else max(float(min_width), 2.0 * cutoff)
+        target = max(float(min_width), cutoff_width(cutoff, MIN_WIDTH_CUTOFF_FACTOR))
         matrix = np.diag(default_supercell(unit, target)).astype(int)
     else:
         _check_supercell_for_cutoff(unit, matrix, cutoff)  # the relaxed cell may have shrunk
@@ -684,74 +560,30 @@ def run_phonons(
     return result
 
 
-def _check_model_cache(cache: Path, calc) -> None:
-    """Refuse a cache folder whose forces came from another model; record the model otherwise."""
-    from mlip.workflows.model_loading import describe_model
-
-    path = cache / "model.json"
-    fingerprint = _model_fingerprint(calc)
-    old = _read_json(path) if path.exists() else None
-    if old is not None and old.get("fingerprint") != fingerprint:
-        raise ValueError(
-            f"{cache} holds results of another model ({old.get('model')!r}, fingerprint "
-            f"{old.get('fingerprint')}) than this run's ({describe_model(calc)!r}, {fingerprint}); "
-            "use another output folder or delete it"
-        )
-    if old is None:
-        _write_json(path, {"model": describe_model(calc), "fingerprint": fingerprint})
-
-
 def _relaxed(unit: Atoms, calc, cache: Optional[Path], *, fmax, steps, symprec, fix_symmetry_symprec,
              no_shear, progress) -> Tuple[Atoms, dict]:
-    """Symmetry-preserving relaxation, reused from ``cache`` when the input and settings match."""
-    from mlip.workflows.displacement_forces import structures_fingerprint
-    from mlip.workflows.relax import relax as relax_structure
-
-    key = {
-        "input": structures_fingerprint([unit]),
-        "fmax": float(fmax), "steps": int(steps), "fix_symmetry_symprec": float(fix_symmetry_symprec),
-        "symprec": float(symprec), "no_shear": bool(no_shear),
-    }
-    path = cache / "relaxed_structure.json" if cache is not None else None
-    if path is not None and path.exists():
-        saved = _read_json(path)
-        if saved is not None and saved.get("key") == key:
-            try:
-                return _atoms_from_dict(saved["structure"]), saved["relaxation"]
-            except (KeyError, TypeError, ValueError):
-                pass  # unreadable: relax again
-    result = relax_structure(
-        unit, calc, fmax=fmax, steps=steps, cell_filter=True, progress=progress, fix_symmetry=True,
-        symprec=fix_symmetry_symprec, cell_mask=[1, 1, 1, 0, 0, 0] if no_shear else None,
-        spacegroup_symprec=symprec,
+    """Symmetry-preserving relaxation, reused from ``cache`` when the input and settings match
+    (:func:`mlip.workflows.run_cache.cached_relaxation`); warns when a fresh relaxation did not
+    converge or changed the space group."""
+    mask = NO_SHEAR_CELL_MASK if no_shear else None
+    relaxed, info, reused = cached_relaxation(
+        unit, calc, cache, fmax=fmax, steps=steps, symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec,
+        cell_mask=mask, key_extra={"no_shear": bool(no_shear)}, progress=progress,
     )
-    relaxed = result.atoms.copy()
-    relaxed.calc = None
-    relaxed.set_constraint()
-    info = {
-        "converged": bool(result.converged),
-        "n_steps": int(result.n_steps),
-        "energy_eV": float(result.energy),
-        "fmax_final_eV_per_A": float(result.fmax_final),
-        "spacegroup_initial": result.spacegroup_initial,
-        "spacegroup_final": result.spacegroup_final,
-        "symmetry_broken": bool(result.symmetry_broken),
-    }
-    if not result.converged:
+    if reused:
+        return relaxed, info
+    if not info["converged"]:
         warnings.warn(
-            f"relaxation did not reach fmax={fmax} eV/Å in {steps} steps (fmax {result.fmax_final:.2g}); "
+            f"relaxation did not reach fmax={fmax} eV/Å in {steps} steps "
+            f"(fmax {info['fmax_final_eV_per_A']:.2g}); "
             "phonons of a structure off its minimum can show spurious imaginary modes",
             RuntimeWarning, stacklevel=3,
         )
-    if result.symmetry_broken:
+    if info["symmetry_broken"]:
         warnings.warn(
-            f"the space group changed during relaxation: {result.spacegroup_initial} → "
-            f"{result.spacegroup_final}", RuntimeWarning, stacklevel=3,
+            f"the space group changed during relaxation: {info['spacegroup_initial']} → "
+            f"{info['spacegroup_final']}", RuntimeWarning, stacklevel=3,
         )
-    if path is not None:
-        _write_json(path, {"key": key, "structure": _structure_dict(relaxed), "relaxation": info})
-        # Reload what was written so that a first run and a resumed run use identical numbers.
-        relaxed = _atoms_from_dict(_read_json(path)["structure"])
     return relaxed, info
 
 
@@ -931,6 +763,7 @@ __all__ = [
     "DEFAULT_IMAGINARY_TOL",
     "DEFAULT_MESH",
     "DEFAULT_MIN_WIDTH",
+    "MIN_WIDTH_CUTOFF_FACTOR",
     "PhononResult",
     "calculator_cutoff",
     "default_supercell",

@@ -1,0 +1,72 @@
+"""Arguments the finite-displacement workflows share: the crystal, the settings, a float64 calculator.
+
+:func:`mlip.workflows.phonons.run_phonons` and :func:`mlip.workflows.kappa.run_kappa` check these
+before anything is computed, so that a bad argument never costs a relaxation or a force call.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from ase import Atoms
+
+#: dtypes of mlip calculators too coarse for finite displacements
+_LOW_PRECISION = ("torch.float32", "torch.float16", "torch.bfloat16")
+
+
+def check_force_constant_inputs(atoms, *, workflow: str, displacement: float, symprec: float,
+                                fix_symmetry_symprec: float, relax: bool, fmax: float,
+                                relax_steps: int) -> None:
+    """ValueError unless ``atoms`` is a non-empty ASE crystal periodic in all three directions with a
+    non-degenerate cell, ``displacement`` is in (0, 0.5] Å, ``symprec`` and
+    ``fix_symmetry_symprec`` (Å) are positive and, with ``relax``, ``fmax`` (eV/Å) is positive and
+    ``relax_steps`` ≥ 0. ``workflow`` names the workflow in the message about periodicity
+    (``"the phonon workflow"``)."""
+    if not isinstance(atoms, Atoms):
+        raise ValueError(f"atoms must be an ase.Atoms crystal, got {type(atoms).__name__}")
+    if len(atoms) == 0:
+        raise ValueError("the structure has no atoms")
+    if not np.all(atoms.pbc):
+        raise ValueError(
+            f"{workflow} needs a crystal periodic in all three directions, got pbc={atoms.pbc.tolist()} "
+            "(molecules, slabs and wires are not supported)"
+        )
+    if atoms.cell.rank < 3 or abs(atoms.cell.volume) < 1e-8:
+        raise ValueError(f"the structure's cell is degenerate (volume {abs(atoms.cell.volume):.3g} Å³)")
+    if not (isinstance(displacement, (int, float, np.number)) and math.isfinite(displacement)
+            and 0 < displacement <= 0.5):
+        raise ValueError(f"displacement must be a positive distance up to 0.5 Å, got {displacement!r}")
+    if not (symprec > 0 and fix_symmetry_symprec > 0):
+        raise ValueError(f"symprec and fix_symmetry_symprec must be positive, got {symprec}, "
+                         f"{fix_symmetry_symprec}")
+    if relax and not fmax > 0:
+        raise ValueError(f"fmax must be positive (eV/Å), got {fmax}")
+    if relax and relax_steps < 0:
+        raise ValueError(f"relax_steps must be >= 0, got {relax_steps}")
+
+
+def float64_calculator(calculator, stacklevel: int = 3):
+    """The ASE calculator for ``calculator`` (anything
+    :func:`mlip.workflows.model_loading.resolve_calculator` accepts), mlip potentials in float64.
+
+    An mlip calculator passed in lower precision is used as it is, with a ``RuntimeWarning``:
+    forces from displacements of a few hundredths of an Å drown in float32 round-off.
+    ``stacklevel`` 3 points the warning at the caller of the workflow function calling this."""
+    from mlip.workflows.model_loading import resolve_calculator
+
+    calc = resolve_calculator(calculator, dtype="float64")
+    dtype = str(getattr(calc, "dtype", ""))
+    if dtype in _LOW_PRECISION:
+        warnings.warn(
+            f"the calculator evaluates in {dtype.replace('torch.', '')}: finite-displacement force "
+            "constants need float64 (forces from displacements of a few hundredths of an Å drown in "
+            "round-off); pass the model name, checkpoint or Potential instead (resolved in float64) or "
+            "MLIPCalculator(dtype='float64')",
+            RuntimeWarning, stacklevel=stacklevel,
+        )
+    return calc
+
+
+__all__ = ["check_force_constant_inputs", "float64_calculator"]

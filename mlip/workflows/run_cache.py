@@ -1,0 +1,200 @@
+"""The resumable cache folder of the phonon and κ workflows: whose forces it holds, and the relaxed cell.
+
+:func:`mlip.workflows.phonons.run_phonons` and :func:`mlip.workflows.kappa.run_kappa` keep a
+``cache/`` folder in their ``out_dir`` so that a killed run resumes without recomputing anything:
+
+* ``model.json``: the model that made the cache (:func:`model_fingerprint`);
+  :func:`check_model_cache` refuses a folder made by another model, so that forces of two models
+  are never mixed;
+* ``relaxed_structure.json``: the symmetry-preserving relaxation (:func:`cached_relaxation`),
+  reused when the input structure and the relaxation settings match;
+* ``fc2/``, ``fc3/``: forces of the displaced supercells
+  (:func:`mlip.workflows.displacement_forces.displacement_forces`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
+
+from ase import Atoms
+
+from mlip.workflows.json_io import atoms_from_dict, atoms_to_dict, jsonable, read_json, write_json
+
+MODEL_NAME = "model.json"
+RELAXED_NAME = "relaxed_structure.json"
+
+#: strain mask (xx, yy, zz, yz, xz, xy) of a cell relaxed without shear
+NO_SHEAR_CELL_MASK = (1, 1, 1, 0, 0, 0)
+
+#: the summary of a relaxation kept in the cache (and in ``PhononResult.relaxation``)
+RELAXATION_KEYS = ("converged", "n_steps", "energy_eV", "fmax_final_eV_per_A", "spacegroup_initial",
+                   "spacegroup_final", "symmetry_broken")
+
+#: ``repr`` of objects without their own: ``<Foo object at 0x7f…>``, different in every process
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def model_fingerprint(calc) -> str:
+    """Identity of a calculator for the cache (no units): ``"mlip-<hash>"`` of an mlip potential's
+    architecture, cutoff, hyperparameters and weights (in float64), or ``"<Class>-<hash>"`` of a
+    foreign ASE calculator's class and ``parameters`` (e.g. EMT's ``asap_cutoff``). Memory
+    addresses in the ``repr`` of parameter values are left out, so that the same settings give
+    the same fingerprint in another process."""
+    from mlip.workflows.model_loading import potential_of
+
+    potential = potential_of(calc)
+    h = hashlib.sha256()
+    if potential is not None:
+        import torch
+
+        h.update(f"mlip:{potential.architecture}:{potential.cutoff!r}".encode())
+        h.update(json.dumps(potential.hyperparameters, sort_keys=True, default=str).encode())
+        for name, tensor in sorted(potential.state_dict().items()):
+            t = tensor.detach().to("cpu")
+            if t.is_floating_point():
+                t = t.to(torch.float64)
+            h.update(name.encode())
+            h.update(t.contiguous().numpy().tobytes())
+        return "mlip-" + h.hexdigest()[:24]
+    return _foreign_fingerprint(calc, with_parameters=True)
+
+
+def _foreign_fingerprint(calc, with_parameters: bool) -> str:
+    """``"<Class>-<hash>"`` of a foreign calculator's class and, ``with_parameters``, its parameters."""
+    h = hashlib.sha256()
+    cls = type(calc)
+    h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
+    params = getattr(calc, "parameters", None)
+    if with_parameters and isinstance(params, dict):
+        h.update(_ADDRESS.sub("", json.dumps(params, sort_keys=True, default=repr)).encode())
+    return f"{cls.__qualname__}-" + h.hexdigest()[:24]
+
+
+def check_model_cache(cache: Path, calc) -> None:
+    """Refuse the cache folder ``cache`` when ``model.json`` names another model than ``calc``
+    (ValueError: "... use another output folder or delete it"); record ``calc`` there when the
+    folder has no model yet. A foreign calculator is also accepted by the class-only fingerprint
+    that κ caches of earlier versions recorded (their parameters are unknown); the folder is then
+    claimed with the full fingerprint."""
+    from mlip.workflows.model_loading import describe_model
+
+    path = Path(cache) / MODEL_NAME
+    fingerprint = model_fingerprint(calc)
+    accepted = {fingerprint}
+    if not fingerprint.startswith("mlip-"):
+        # κ caches of earlier versions fingerprinted a foreign calculator by its class alone.
+        accepted.add(_foreign_fingerprint(calc, with_parameters=False))
+    old = read_json(path) if path.exists() else None
+    if old is not None and old.get("fingerprint") not in accepted:
+        raise ValueError(
+            f"{cache} holds results of another model ({old.get('model')!r}, fingerprint "
+            f"{old.get('fingerprint')}) than this run's ({describe_model(calc)!r}, {fingerprint}); "
+            "use another output folder or delete it"
+        )
+    if old is None or old.get("fingerprint") != fingerprint:
+        write_json(path, {"model": describe_model(calc), "fingerprint": fingerprint})
+
+
+class Relaxation(NamedTuple):
+    """Outcome of :func:`cached_relaxation`."""
+
+    #: the relaxed cell (no calculator, no constraints)
+    atoms: Atoms
+    #: ``converged``, ``n_steps``, ``energy_eV`` (eV), ``fmax_final_eV_per_A`` (eV/Å),
+    #: ``spacegroup_initial``, ``spacegroup_final`` (e.g. ``"Fm-3m (225)"``), ``symmetry_broken``
+    info: dict
+    #: True when it was read from the cache rather than computed now
+    reused: bool
+
+
+def cached_relaxation(atoms: Atoms, calc, cache: Optional[Path], *, fmax: float, steps: int,
+                      symprec: float, fix_symmetry_symprec: float, cell_mask: Optional[Sequence[int]],
+                      key_extra: Mapping[str, Any], progress: bool) -> Relaxation:
+    """Symmetry-preserving relaxation of ``atoms`` (FIRE + ``FrechetCellFilter`` with
+    ``FixSymmetry``, see :func:`mlip.workflows.relax.relax`), reused from
+    ``cache/relaxed_structure.json`` when the input structure and the settings match.
+
+    Args:
+        atoms: the unit cell (not modified).
+        calc: the ASE calculator.
+        cache: the cache folder, or None to keep nothing.
+        fmax: force threshold (eV/Å); steps: the most FIRE steps.
+        symprec: tolerance (Å) of the space groups reported before and after.
+        fix_symmetry_symprec: tolerance (Å) of the symmetry ``FixSymmetry`` imposes.
+        cell_mask: strain mask of the cell filter (``[1, 1, 1, 0, 0, 0]``: no shear), None: all.
+        key_extra: further entries of the cache key, how the calling workflow records the cell
+            mask (phonons ``{"no_shear": ...}``, κ ``{"cell_mask": [...]}``), so that caches written
+            by earlier versions stay valid.
+        progress: progress bar.
+
+    The structure is written to and read back from the cache (when there is one) before it is
+    returned, so that a first run and a resumed run use bit-identical numbers.
+    """
+    from mlip.workflows.displacement_forces import structures_fingerprint
+    from mlip.workflows.relax import relax as relax_structure
+
+    key = jsonable({
+        "input": structures_fingerprint([atoms]),
+        "fmax": float(fmax), "steps": int(steps), "fix_symmetry_symprec": float(fix_symmetry_symprec),
+        "symprec": float(symprec), **key_extra,
+    })
+    path = Path(cache) / RELAXED_NAME if cache is not None else None
+    if path is not None and path.exists():
+        saved = read_json(path)
+        if saved is not None and saved.get("key") == key:
+            try:
+                return Relaxation(atoms_from_dict(saved["structure"]), _saved_info(saved), True)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                pass  # unreadable: relax again
+    result = relax_structure(
+        atoms, calc, fmax=fmax, steps=steps, cell_filter=True, progress=progress, fix_symmetry=True,
+        symprec=fix_symmetry_symprec, cell_mask=None if cell_mask is None else list(cell_mask),
+        spacegroup_symprec=symprec,
+    )
+    relaxed = result.atoms.copy()
+    relaxed.calc = None
+    relaxed.set_constraint()
+    info = {
+        "converged": bool(result.converged),
+        "n_steps": int(result.n_steps),
+        "energy_eV": float(result.energy),
+        "fmax_final_eV_per_A": float(result.fmax_final),
+        "spacegroup_initial": result.spacegroup_initial,
+        "spacegroup_final": result.spacegroup_final,
+        "symmetry_broken": bool(result.symmetry_broken),
+    }
+    if path is not None:
+        write_json(path, {"key": key, "structure": atoms_to_dict(relaxed), "relaxation": info})
+        relaxed = atoms_from_dict(read_json(path)["structure"])
+    return Relaxation(relaxed, info, False)
+
+
+def _saved_info(saved: dict) -> dict:
+    """The relaxation summary of a cache file; κ caches of earlier versions kept the space groups
+    beside ``"relaxation"`` rather than in it. KeyError when something is missing."""
+    info = dict(saved["relaxation"])
+    for name in ("spacegroup_initial", "spacegroup_final"):
+        if name not in info:
+            info[name] = saved[name]
+    if "symmetry_broken" not in info:
+        sg0, sg1 = info["spacegroup_initial"], info["spacegroup_final"]
+        info["symmetry_broken"] = sg0 is not None and sg1 is not None and sg0 != sg1
+    missing = [k for k in RELAXATION_KEYS if k not in info]
+    if missing:
+        raise KeyError(missing[0])
+    return info
+
+
+__all__ = [
+    "MODEL_NAME",
+    "NO_SHEAR_CELL_MASK",
+    "RELAXED_NAME",
+    "Relaxation",
+    "cached_relaxation",
+    "check_model_cache",
+    "model_fingerprint",
+]
