@@ -106,16 +106,10 @@ def load_model_config(path) -> dict:
     Shipped configurations live in ``mlip/models/configs`` (see :func:`config_path`). Raises
     ValueError naming the file and the problem for a malformed file.
     """
-    import yaml
+    from mlip.yaml_io import read_yaml
 
     path = str(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            config = yaml.safe_load(fh)
-    except OSError as err:
-        raise ValueError(f"cannot read model config {path!r}: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise ValueError(f"model config {path!r} is not valid YAML: {err}") from None
+    config = read_yaml(path, "model config")
     if not isinstance(config, dict):
         raise ValueError(f"model config {path!r} must be a mapping of create_model arguments")
     missing = [key for key in ("name", "species", "cutoff") if key not in config]

@@ -6,6 +6,13 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, Optional
 
 
+def _check_keys(data: dict, cls, message: str) -> None:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{message} {', '.join(map(str, unknown))}; accepted: {', '.join(sorted(known))}")
+
+
 @dataclass
 class LossConfig:
     """Weights of the loss terms, each on targets divided by the output scale (so all are per-atom
@@ -67,20 +74,14 @@ class TrainConfig:
     def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":
         if not isinstance(data, dict):
             raise ValueError(f"{where}: a training config is a mapping")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
+        _check_keys(data, cls, f"{where}: unknown key(s)")
         kwargs = dict(data)
         for key, sub in (("data", DataConfig), ("loss", LossConfig), ("optimizer", OptimizerConfig)):
             if key in kwargs:
                 value = kwargs[key] or {}
                 if not isinstance(value, dict):
                     raise ValueError(f"{where}: {key} must be a mapping")
-                names = {f.name for f in fields(sub)}
-                bad = sorted(set(value) - names)
-                if bad:
-                    raise ValueError(f"{where}: unknown {key} key(s) {', '.join(bad)}; accepted: {', '.join(sorted(names))}")
+                _check_keys(value, sub, f"{where}: unknown {key} key(s)")
                 kwargs[key] = sub(**value)
         config = cls(**kwargs)
         config.validate(where)
@@ -88,16 +89,9 @@ class TrainConfig:
 
     @classmethod
     def from_yaml(cls, path) -> "TrainConfig":
-        import yaml
+        from mlip.yaml_io import read_yaml
 
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh)
-        except OSError as err:
-            raise ValueError(f"cannot read training config {str(path)!r}: {err.strerror or err}") from None
-        except yaml.YAMLError as err:
-            raise ValueError(f"training config {str(path)!r} is not valid YAML: {err}") from None
-        return cls.from_dict(data, where=str(path))
+        return cls.from_dict(read_yaml(path, "training config"), where=str(path))
 
     def validate(self, where: str = "config") -> None:
         for key in ("name", "species", "cutoff"):
