@@ -617,6 +617,17 @@ def cmd_eval(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------- data
+DATA_COMMANDS = {"emt": "mlip.data.emt", "summary": "mlip.data.summary"}
+
+
+def cmd_data(args) -> int:
+    import importlib
+
+    module = importlib.import_module(DATA_COMMANDS[args.data_command])
+    return int(module.main(list(args.rest)) or 0)
+
+
 # ---------------------------------------------------------------------------------------- parser
 def _number(kind: type, minimum: float, strict: bool, bound: str):
     """argparse type: a finite ``kind`` (int or float) > minimum (strict) or >= minimum."""
@@ -750,6 +761,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="κ_SRME against reference results: a merged results file or batch folder (with "
                         "--batch), or a kappa.json (single structure)")
     p.set_defaults(func=cmd_kappa)
+
+    p = sub.add_parser("data", help="reference data: 'emt OUT' generates an EMT-labelled set, 'summary FILE' checks one",
+                       add_help=True)
+    p.add_argument("data_command", choices=sorted(DATA_COMMANDS), help="emt or summary (each has its own --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments of the data command")
+    p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("train", help="train a model on energies, forces and stresses (YAML config)")
     p.add_argument("config", metavar="CONFIG.yaml", help="model, data, loss, optimizer, epochs, ... (see mlip.training)")

@@ -164,9 +164,16 @@ def _read(path: str, config: TrainConfig) -> list:
 
 
 def _split(samples: list, fraction: float, seed: int):
-    order = np.random.default_rng(seed).permutation(len(samples))
-    n_valid = max(1, int(round(fraction * len(samples)))) if fraction > 0 else 0
-    return [samples[i] for i in order[n_valid:]], [samples[i] for i in order[:n_valid]]
+    """(train, valid) with ``fraction`` of the structures in valid; samples that share a ``group``
+    (one MD trajectory, one mp_id) stay on the same side."""
+    if fraction <= 0:
+        return samples, []
+    from mlip.data import split_dataset
+
+    grouped = any(getattr(s, "group", None) is not None for s in samples)
+    train_part, valid_part = split_dataset(samples, fractions=(1 - fraction, fraction), seed=seed,
+                                           group_by="group" if grouped else None)
+    return list(train_part), list(valid_part)
 
 
 # ----------------------------------------------------------------------------------- train
