@@ -149,8 +149,12 @@ class Potential(nn.Module):
                     if g is None:
                         g = torch.zeros_like(strain)
                     volume = torch.linalg.det(graph.cell).abs()
-                    volume = torch.where(volume > 0, volume, torch.full_like(volume, float("nan")))
-                    stress = g / volume.view(-1, 1, 1)
+                    has_volume = (volume > 0).view(-1, 1, 1)
+                    # Divide by 1 where there is no volume and put NaN there afterwards: a NaN in the
+                    # forward division would turn the (zero) gradient of those rows into NaN when a
+                    # stress loss is trained on a batch that also holds molecules or clusters.
+                    stress = g / torch.where(has_volume, volume.view(-1, 1, 1), torch.ones_like(g[:, :1, :1]))
+                    stress = torch.where(has_volume, stress, torch.full_like(stress, float("nan")))
                     out["stress"] = stress[:, [0, 1, 2, 1, 0, 0], [0, 1, 2, 2, 2, 1]]
         return out
 

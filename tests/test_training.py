@@ -225,3 +225,19 @@ def test_mlip_eval_reports_errors_and_a_parity_plot(tmp_path, samples, capsys):
         errors.append(np.abs(a.get_forces() - atoms.get_forces()).reshape(-1))
     assert metrics["forces_mae_meV_per_A"] == pytest.approx(1e3 * np.concatenate(errors).mean(), rel=1e-9)
     capsys.readouterr()
+
+
+def test_batches_mixing_crystals_and_clusters_train_with_finite_gradients(tmp_path, samples):
+    """A cluster has no stress (NaN); training a stress loss on a batch that holds one must not turn
+    the gradients into NaN."""
+    from ase import Atoms
+
+    cluster = Atoms("Cu3", positions=[[0, 0, 0], [2.5, 0, 0], [1.2, 2.1, 0]])
+    cluster.calc = EMT()
+    e, f = cluster.get_potential_energy(), cluster.get_forces()
+    cluster.calc = SinglePointCalculator(cluster, energy=e, forces=f)
+    mixed = [cluster] + samples[:7]
+    result = train(config(tmp_path, "mixed", epochs=2, batch_size=8), mixed, samples[8:10], progress=False)
+    assert all(math.isfinite(h["train_loss"]) for h in result.history)
+    potential = mlip.load_potential(result.last)
+    assert all(torch.isfinite(p).all() for p in potential.parameters())
