@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.scatter import scatter_max, scatter_sum
+from mlip.envelope_softmax import envelope_exp
+from mlip.scatter import scatter_sum
 from .activations import EdgeGate, EdgeSwiGLUS2, smooth_leaky_relu
 from .radial_mlp import EdgeMLP
 from .so2_linear import SO2Linear
@@ -19,15 +20,13 @@ def smooth_cutoff_softmax(
 
     The envelope w (C² at the cutoff) multiplies the numerator twice and the denominator once, so
     an edge crossing the cutoff enters both with zero value, slope and curvature: no other weight
-    renormalises with a jump. m_i is the detached per-node maximum (it cancels exactly).
+    renormalises with a jump. The shift m_i (detached, :func:`mlip.envelope_softmax.envelope_exp`)
+    cancels exactly.
     Shapes: logits [E, H], envelope [E], centre [E] → [E, H].
     """
-    m = scatter_max(logits.detach(), centre, num_nodes)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    w = envelope[:, None]
-    ex = w * torch.exp(logits - m[centre])
+    ex = envelope_exp(logits, envelope, centre, num_nodes)  # w · exp(z − m), largest term per node 1
     denom = scatter_sum(ex, centre, num_nodes)
-    return w * ex / (denom[centre] + eps)
+    return envelope[:, None] * ex / (denom[centre] + eps)
 
 
 class EdgeAttention(nn.Module):

@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from mlip.scatter import scatter_max, scatter_sum
+from mlip.envelope_softmax import envelope_exp
+from mlip.scatter import scatter_sum
 
 from .group_linear import GroupLinear
 from .groups import RotationGroup
@@ -25,7 +26,7 @@ class FrameAttention(nn.Module):
 
     φ is the smooth cutoff envelope, multiplied into the weights (not the logits) so that an edge
     enters and leaves with zero weight and the output is C² in positions. m_i is a detached
-    per-node maximum (it cancels exactly). b_h is a learned function of the distance, shared over
+    per-node shift that cancels exactly (:func:`mlip.envelope_softmax.envelope_exp`). b_h is a learned function of the distance, shared over
     frames (it is rotation invariant). The self edge keeps Σφ ≥ 1. Both forms cost O(n_edges).
     """
 
@@ -84,8 +85,7 @@ class FrameAttention(nn.Module):
         logits = logits * self.inv_sqrt_dim + self.radial_bias(radial).unsqueeze(1)  # [E, G, H]
         env = envelope.view(-1, 1, 1)
         if self.attention == "softmax":
-            m = scatter_max(logits.detach(), i, n)
-            w = env * torch.exp(logits - m.index_select(0, i))
+            w = envelope_exp(logits, envelope, i, n)  # φ · exp(z − m), largest term per node 1
             denom = scatter_sum(w, i, n)
         else:
             w = env * logits
