@@ -46,17 +46,26 @@ def checkpoint_header(potential: Potential) -> dict:
     }
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: the process umask, read once at import (os.umask can only be read by setting it, which is not
+#: thread-safe to do at every write)
+_UMASK = _read_umask()
+
+
 def atomic_write(path: Union[str, Path], write) -> None:
     """Call ``write(tmp_path)`` then atomically rename onto ``path`` (no half-written files)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
-    # mkstemp makes the file private (0600); give it the usual permissions (0666 minus the umask).
-    umask = os.umask(0)
-    os.umask(umask)
     try:
-        os.chmod(tmp, 0o666 & ~umask)
+        # mkstemp makes the file private (0600); give it the usual permissions (0666 minus the umask).
+        os.chmod(tmp, 0o666 & ~_UMASK)
         write(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())

@@ -442,8 +442,7 @@ def cmd_phonons(args) -> int:
         kwargs["mesh"] = mesh
     print(f"model:     {label} ({_calc_label(calc)})")
     print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})", flush=True)
-    result = run_phonons(atoms, calc, **kwargs)
-    result.save(out_dir)
+    result = run_phonons(atoms, calc, **kwargs)  # writes phonons.json and the plots to out_dir
     n = result.n_atoms
     print(f"space group {result.spacegroup}; supercell {result.supercell_matrix.tolist()} "
           f"({result.n_supercell_atoms} atoms, {result.n_displacements} displacements)")
@@ -520,9 +519,9 @@ def cmd_kappa(args) -> int:
             scores = score_kappa_batch(counts["merged"], args.reference, temperature)
             _print_scores(scores, temperature)
             path = out_dir / "kappa_srme.json"
-            from mlip.checkpoint import atomic_write
+            from mlip.workflows.json_io import write_json
 
-            atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(scores, indent=1)))
+            write_json(path, scores)
             print(f"wrote:     {path}")
         return 0
 
@@ -582,18 +581,16 @@ def cmd_train(args) -> int:
 
 # ---------------------------------------------------------------------------------------- eval
 def cmd_eval(args) -> int:
-    from mlip.checkpoint import atomic_write
-    from mlip.training.config import TrainConfig
+    from mlip.data import read_dataset
     from mlip.training.evaluation import error_metrics, parity_plot, predictions
-    from mlip.training.trainer import _read
+    from mlip.workflows.json_io import write_json
     from mlip.workflows.model_loading import potential_of
 
     calc, label = _load_model(args.model, args.device, args.dtype)
-    config = TrainConfig(model={"name": "-", "species": [], "cutoff": 1.0})
-    config.data.energy_key, config.data.forces_key, config.data.stress_key = args.energy_key, args.forces_key, args.stress_key
     if not Path(args.data).is_file():
         raise CLIError(f"data file {args.data!r} does not exist")
-    samples = _read(args.data, config)
+    samples = read_dataset(args.data, energy_key=args.energy_key, forces_key=args.forces_key,
+                           stress_key=args.stress_key)
     if not samples:
         raise CLIError(f"{args.data}: no structures")
     potential = potential_of(calc)
@@ -606,8 +603,7 @@ def cmd_eval(args) -> int:
         print(f"  {key}: {value:.4g}")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / "metrics.json", lambda tmp: Path(tmp).write_text(json.dumps(
-        {"model": label, "data": str(args.data), "n_structures": len(samples), **metrics}, indent=1)))
+    write_json(out_dir / "metrics.json", {"model": label, "data": str(args.data), "n_structures": len(samples), **metrics})
     try:
         parity_plot(preds, out_dir / "parity.png", title=f"{label} on {Path(args.data).name}")
         plot = " parity.png"

@@ -32,22 +32,16 @@ def labels_of(sample, where: str = "") -> Labels:
     else:
         energy, forces, stress = (getattr(sample, k, None) for k in ("energy", "forces", "stress"))
         n = len(sample.atoms)
+    from mlip.data.sample import as_energy, as_forces, as_stress
+
     if energy is None:
         raise ValueError(f"{where}: no energy label")
-    energy = float(energy)
-    if not np.isfinite(energy):
-        raise ValueError(f"{where}: energy label is not finite")
-    if forces is not None:
-        forces = np.asarray(forces, dtype=float)
-        if forces.shape != (n, 3) or not np.all(np.isfinite(forces)):
-            raise ValueError(f"{where}: forces must be finite with shape ({n}, 3), got {forces.shape}")
-    if stress is not None:
-        stress = np.asarray(stress, dtype=float).reshape(-1)
-        if stress.size == 9:
-            s = stress.reshape(3, 3)
-            stress = np.array([s[0, 0], s[1, 1], s[2, 2], s[1, 2], s[0, 2], s[0, 1]])
-        if stress.size != 6 or not np.all(np.isfinite(stress)):
-            raise ValueError(f"{where}: stress must be 6 (Voigt) or 9 finite values")
+    try:
+        energy = as_energy(energy, "energy label")
+        forces = None if forces is None else as_forces(forces, n, "forces label")
+        stress = None if stress is None else as_stress(stress, "stress label")
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
     return Labels(energy, forces, stress)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from mlip.checkpoint import atomic_write, save_potential
+from mlip.workflows.json_io import write_json
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.evaluation import evaluate
@@ -152,15 +153,9 @@ def _load_state(path: Path, potential, optimizer, ema) -> dict:
 # ----------------------------------------------------------------------------------- data
 def _read(path: str, config: TrainConfig) -> list:
     keys = {k: getattr(config.data, k) for k in ("energy_key", "forces_key", "stress_key") if getattr(config.data, k)}
-    try:
-        from mlip.data import read_dataset  # the package's readers (extxyz, ASE db, MPtrj)
-    except ImportError:
-        read_dataset = None
-    if read_dataset is not None:
-        return list(read_dataset(path, **keys))
-    import ase.io
+    from mlip.data import read_dataset  # extxyz, ASE db, MPtrj
 
-    return list(ase.io.read(path, index=":"))
+    return list(read_dataset(path, **keys))
 
 
 def _split(samples: list, fraction: float, seed: int):
@@ -321,7 +316,7 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
                 best_loss = valid_loss
                 save_potential(potential, out_dir / "best.safetensors")
         history.append(record)
-        atomic_write(out_dir / "metrics.json", lambda tmp: Path(tmp).write_text(json.dumps(history, indent=1)))
+        write_json(out_dir / "metrics.json", history)
         _save_state(state_path, potential, optimizer, ema,
                     {"epoch": epoch + 1, "step": step, "best_loss": best_loss, "history": history})
         if progress:

@@ -51,7 +51,6 @@ def displacement_forces(
     cache_dir: Union[str, Path, None] = None,
     label: str = "forces",
     progress: bool = True,
-    subtract_mean: bool = False,
 ) -> List[np.ndarray]:
     """Forces [n_atoms, 3] (eV/Å) on each structure, resumable through ``cache_dir``.
 
@@ -61,7 +60,6 @@ def displacement_forces(
         cache_dir: folder for the per-structure results; ``None`` keeps nothing on disk.
         label: name of this set (``"fc2"``, ``"fc3"``, ...), used for the progress bar.
         progress: show a tqdm progress bar.
-        subtract_mean: remove the mean force (drift) from each result, as phonopy users often do.
 
     Raises:
         ValueError: ``cache_dir`` holds results for a different set of structures.
@@ -109,8 +107,6 @@ def displacement_forces(
             forces = np.array(atoms.get_forces(), dtype=float)
             if not np.all(np.isfinite(forces)):
                 raise RuntimeError(f"non-finite forces on displaced supercell {k} of {label}")
-            if subtract_mean:
-                forces -= forces.mean(axis=0)
             results[k] = forces
             if cache is not None:
                 atomic_write(cache / f"forces_{k:05d}.npy", lambda tmp, f=forces: _save_npy(tmp, f))

@@ -78,8 +78,12 @@ def read_kappa_structures(path: Union[str, Path], require_settings: bool = True)
 
 def _cost(atoms: Atoms) -> float:
     """Rough cost of a material: atoms in its fc3 supercell times the number of atoms displaced."""
-    fc3 = np.asarray(atoms.info.get("fc3_supercell", np.eye(3)), dtype=float)
-    fc3 = np.diag(fc3) if fc3.shape == (3,) else fc3.reshape(3, 3)
+    from mlip.workflows.phonopy_utils import supercell_matrix
+
+    try:
+        fc3 = supercell_matrix(atoms.info.get("fc3_supercell", 1))
+    except ValueError:
+        fc3 = np.eye(3)  # run_kappa reports the bad supercell for this material
     n_super = len(atoms) * max(abs(np.linalg.det(fc3)), 1.0)
     return float(n_super * len(atoms))
 

@@ -52,12 +52,17 @@ def to_ase_atoms(phonopy_atoms) -> Atoms:
 
 def supercell_matrix(value: Union[int, Sequence[int], Sequence[Sequence[int]], np.ndarray]) -> np.ndarray:
     """A 3×3 integer supercell matrix from ``n``, ``(n1, n2, n3)`` or a 3×3 matrix; ValueError otherwise."""
+    message = f"a supercell must be n, (n1, n2, n3) or an integer 3×3 matrix, got {value!r}"
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(message)
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"a supercell must be n, (n1, n2, n3) or an integer 3×3 matrix, got {value!r}") from None
+        raise ValueError(message) from None
+    if not np.all(np.isfinite(arr)) or not np.allclose(arr, np.round(arr)):
+        raise ValueError(message)
     if arr.ndim == 0:
-        arr = np.eye(3, dtype=int) * int(arr)
+        arr = np.eye(3) * arr
     elif arr.shape == (3,):
         arr = np.diag(arr)
     elif arr.shape == (9,):

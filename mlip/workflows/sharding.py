@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import time
@@ -183,14 +182,7 @@ def load_results(out_dir: Union[str, Path], ids: Optional[Iterable[str]] = None)
     return out
 
 
-def finite_or_none(value: float) -> Optional[float]:
-    """``value`` as a float, or None for NaN/inf (strict JSON has no NaN)."""
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 __all__ = [
-    "finite_or_none",
     "load_results",
     "read_result",
     "result_path",
