@@ -17,6 +17,7 @@ in any interatomic potential; the numbers compare force fields, not experiments.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -69,7 +70,8 @@ def main(argv=None):
     labels = {EMT: "EMT (reference)"}
     runs = {}
     for spec in [EMT] + list(models):
-        folder = out / ("emt" if spec == EMT else Path(spec).name.replace(":", "_").replace("/", "_"))
+        tag = hashlib.sha1(str(spec).encode()).hexdigest()[:8]
+        folder = out / ("emt" if spec == EMT else f"{Path(spec).name.replace(':', '_')}-{tag}")
         t0 = time.perf_counter()
         counts = run_kappa_batch(source, spec, folder, progress=True)
         runs[spec] = dict(folder=folder, merged=counts["merged"], seconds=time.perf_counter() - t0,

@@ -131,3 +131,13 @@ def test_cli_batch_with_reference_and_single(structures_file, tmp_path, capsys):
     code = main(["kappa", str(structures_file), "--batch", "--model", EMT, "--mesh", "4", "--out-dir",
                  str(tmp_path / "x")])
     assert code == 2 and "atoms.info" in capsys.readouterr().err
+
+
+def test_a_campaign_folder_refuses_another_model_or_settings(structures_file, tmp_path):
+    run_kappa_batch(structures_file, EMT, tmp_path / "c", progress=False, **FAST)
+    with pytest.raises(ValueError, match="another settings"):
+        run_kappa_batch(structures_file, EMT, tmp_path / "c", progress=False, relax=False, temperatures=(200.0,))
+    tiny = __import__("mlip").models.create_model("platonic", species=["Cu", "Al"], cutoff=3.0, seed=0, channels=4,
+                                                   num_layers=1, num_heads=1, head_dim=2)
+    with pytest.raises(ValueError, match="another model"):
+        run_kappa_batch(structures_file, tiny, tmp_path / "c", progress=False, **FAST)

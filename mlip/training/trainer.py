@@ -215,7 +215,7 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
         potential.reference_energies.copy_(torch.tensor(reference, dtype=torch.float64))
         potential.scale.fill_(scale)
     dtype = getattr(torch, config.dtype)
-    device = torch.device(config.device)
+    device = dist.device  # config.device, or this process's own GPU under torchrun
     potential = potential.to(device=device, dtype=dtype)
 
     oc = config.optimizer
@@ -335,8 +335,10 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
 class _Distributed:
     """torch.distributed when launched by torchrun (WORLD_SIZE > 1), else a single process."""
 
-    def __init__(self, rank: int = 0, world_size: int = 1, owns_group: bool = False):
+    def __init__(self, rank: int = 0, world_size: int = 1, owns_group: bool = False, device=None):
         self.rank, self.world_size, self.owns_group = rank, world_size, owns_group
+        #: the device of this process: its own GPU (cuda:LOCAL_RANK) under torchrun with CUDA
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
 
     @classmethod
     def from_environment(cls, device: str) -> "_Distributed":
@@ -346,12 +348,17 @@ class _Distributed:
 
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
-            return cls()
+            return cls(device=device)
+        cuda = str(device).startswith("cuda")
+        if cuda:
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)
+            device = f"cuda:{local}"
         owns = False
         if not td.is_initialized():
-            td.init_process_group(backend="nccl" if str(device).startswith("cuda") else "gloo")
+            td.init_process_group(backend="nccl" if cuda else "gloo")
             owns = True
-        return cls(td.get_rank(), td.get_world_size(), owns)
+        return cls(td.get_rank(), td.get_world_size(), owns, device)
 
     @property
     def is_main(self) -> bool:
@@ -368,7 +375,7 @@ class _Distributed:
             return counts
         import torch.distributed as td
 
-        t = torch.tensor([counts.get(k, 0.0) for k in keys], dtype=torch.float64)
+        t = torch.tensor([counts.get(k, 0.0) for k in keys], dtype=torch.float64, device=self.device)
         td.all_reduce(t)
         return {k: float(v) for k, v in zip(keys, t)}
 
@@ -377,7 +384,7 @@ class _Distributed:
             return value
         import torch.distributed as td
 
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
         td.all_reduce(t)
         return float(t)
 
@@ -396,7 +403,7 @@ class _Distributed:
             return flag
         import torch.distributed as td
 
-        t = torch.tensor([1 if flag else 0])
+        t = torch.tensor([1 if flag else 0], device=self.device)
         td.broadcast(t, src=0)
         return bool(t.item())
 

@@ -126,6 +126,7 @@ def run_kappa_batch(
             raise TypeError(f"run_kappa_batch sets {key!r} itself (supercells and mesh come from atoms.info)")
     calc = resolve_calculator(calculator, dtype="float64")
     out_dir = Path(out_dir)
+    _claim_campaign(out_dir, calc, items, kappa_kwargs)
 
     def compute(material_id: str, atoms: Atoms) -> Dict[str, Any]:
         folder = out_dir / "materials" / result_path(out_dir, material_id).stem
@@ -140,6 +141,32 @@ def run_kappa_batch(
         if len(stored) == len(items):
             counts["merged"] = str(merge_kappa_batch(out_dir, [mid for mid, _ in items]))
     return counts
+
+
+def _claim_campaign(out_dir: Path, calc, items, kappa_kwargs: dict) -> None:
+    """Record (model, settings, structures) in ``out_dir/campaign.json``, or refuse a folder that
+    holds a campaign with other ones: finished results are reused by material id alone, so mixing
+    would silently score one model's κ as another's."""
+    from mlip.workflows.displacement_forces import structures_fingerprint
+    from mlip.workflows.json_io import jsonable, read_json, write_json
+    from mlip.workflows.run_cache import model_fingerprint
+
+    manifest = {
+        "model": model_fingerprint(calc),
+        "settings": jsonable(dict(sorted(kappa_kwargs.items()))),
+        "materials": [mid for mid, _ in items],
+        "structures": structures_fingerprint([atoms for _, atoms in items]),
+    }
+    path = out_dir / "campaign.json"
+    old = read_json(path) if path.exists() else None
+    if old is not None:
+        changed = [key for key in manifest if old.get(key) != manifest[key]]
+        if changed:
+            raise ValueError(f"{out_dir} holds a κ campaign with another {', '.join(changed)}; "
+                             f"use another output folder (or delete it to start over)")
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(path, manifest)
 
 
 # ----------------------------------------------------------------------------------- the file
