@@ -556,18 +556,19 @@ def test_mode_kappa_total_matches_the_published_loop():
     heat = rng.random((n_t, n_q, n_b))
     heat[0, 0, :2] = 0.0  # vanishing heat capacities (acoustic modes at Γ): no NaN
     total = mode_kappa_total(particle, coherence, heat)
-    expected = particle.copy()
-    for t in range(n_t):
-        for q in range(n_q):
-            for m in range(n_b):
-                for s in range(n_b):
-                    c = heat[t, q, s] + heat[t, q, m]
-                    if c > 0:
-                        expected[t, q, m] += 2 * coherence[t, q, s, m] * heat[t, q, s] / c
-    np.testing.assert_allclose(total, expected, rtol=1e-12)
-    # Each pair's shares add up to the pair's total, except pairs where both heat capacities vanish.
-    both_zero = (heat[..., :, None] + heat[..., None, :]) == 0
-    kept = np.where(both_zero[..., None], 0.0, coherence).sum(axis=(2, 3))
+    # The published expression, evaluated as written: 2 Σ_s κ_C[s, m] C_s / (C_s + C_m) with NumPy's
+    # 0/0 = NaN, then NaN entries set to 0 (Matbench Discovery's calc_mode_kappa_tot).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        published = 2 * (coherence * heat[:, :, :, None, None]
+                         / (heat[:, :, :, None, None] + heat[:, :, None, :, None])).sum(axis=2)
+    published[np.isnan(published)] = 0
+    np.testing.assert_allclose(total, particle + published, rtol=1e-12)
+    assert np.all(total[0, 0, :2] == particle[0, 0, :2])  # modes without heat capacity: no coherence share
+    # Pairs of modes that both have heat capacity keep their whole coherence contribution; a pair with
+    # a zero-heat-capacity mode contributes nothing (its weight 2C/(C+0) goes to the mode that is zeroed).
+    active = heat > 0
+    pair = active[..., :, None] & active[..., None, :]
+    kept = np.where(pair[..., None], coherence, 0.0).sum(axis=(2, 3))
     np.testing.assert_allclose(total.sum(axis=2), particle.sum(axis=2) + kept, rtol=1e-12)
 
 

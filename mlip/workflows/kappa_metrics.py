@@ -68,11 +68,13 @@ def mode_kappa_total(mode_kappa_particle, mode_kappa_coherence, heat_capacities)
         heat_capacities: [n_T, n_q, n_bands] mode heat capacities (any unit).
 
     Returns:
-        [n_T, n_q, n_bands, 6]: mode m gets ``Σ_s κ_C[s, m] · 2 C_s / (C_s + C_m)`` (0 where
-        both heat capacities vanish), the convention of the published κ_SRME code (k_SRME's
-        ``calculate_mode_kappa_TOT``, Matbench Discovery's ``calc_mode_kappa_tot``). For
-        κ_C symmetric in its band indices (phono3py's is) the shares of a pair add up to the
-        pair's total, so the result sums to the particle plus coherence κ.
+        [n_T, n_q, n_bands, 6]: mode m gets ``Σ_s κ_C[s, m] · 2 C_s / (C_s + C_m)``, the
+        convention of the published κ_SRME code (k_SRME's ``calculate_mode_kappa_TOT``, Matbench
+        Discovery's ``calc_mode_kappa_tot``), including its treatment of a mode with zero heat
+        capacity (acoustic modes at Γ): there the s = m term is 0/0, the published code's whole sum
+        for that mode becomes NaN and is set to 0, so such a mode gets no coherence share at all.
+        For κ_C symmetric in its band indices (phono3py's is) the shares of a pair of modes with
+        non-zero heat capacities add up to the pair's total.
     """
     particle = np.asarray(mode_kappa_particle, dtype=float)
     coherence = np.asarray(mode_kappa_coherence, dtype=float)
@@ -91,7 +93,9 @@ def mode_kappa_total(mode_kappa_particle, mode_kappa_coherence, heat_capacities)
     c_m = heat[:, :, None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(c_s + c_m > 0, 2.0 * c_s / (c_s + c_m), 0.0)  # [T, q, s, m]
-    return particle + np.einsum("tqsmc,tqsm->tqmc", coherence, share)
+    coherent = np.einsum("tqsmc,tqsm->tqmc", coherence, share)
+    coherent[heat == 0] = 0.0  # a mode without heat capacity gets no coherence share (see above)
+    return particle + coherent
 
 
 def kappa_srd(kappa_pred, kappa_ref) -> float:
