@@ -4,7 +4,7 @@ errors per element, and a parity plot."""
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 import torch
@@ -14,11 +14,14 @@ from mlip.training.samples import atoms_of, labels_of
 UNITS = {"energy": "meV_per_atom", "forces": "meV_per_A", "stress": "meV_per_A3"}
 
 
-def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu") -> Dict:
+def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu",
+                on_batch: Optional[Callable] = None) -> Dict:
     """Predicted and reference values, flattened per quantity.
 
     ``model`` is an :class:`mlip.Potential` (evaluated in batches) or any ASE calculator
-    (structure by structure). Returns ``{"energy": (pred, ref) per atom [n_structures] (eV/atom),
+    (structure by structure). ``on_batch(out, chunk)``, if given, also receives the potential's
+    output dict and the samples of every batch (the trainer computes its validation loss from the
+    same pass). Returns ``{"energy": (pred, ref) per atom [n_structures] (eV/atom),
     "forces": (pred, ref, Z) [n_atoms·3] (eV/Å), "stress": (pred, ref) [6·n_with_stress] (eV/Å³)}``.
     """
     import mlip
@@ -34,6 +37,8 @@ def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "fl
         if is_potential:
             graph = mlip.batch_atoms(structures, model.cutoff, dtype=torch_dtype, device=device)
             out = model(graph, compute_forces=True, compute_stress=True)
+            if on_batch is not None:
+                on_batch({k: v.detach() for k, v in out.items()}, chunk)
             energies = out["energy"].detach().cpu().numpy()
             forces = np.split(out["forces"].detach().cpu().numpy(), np.cumsum([len(a) for a in structures])[:-1])
             stresses = out["stress"].detach().cpu().numpy()
@@ -83,9 +88,10 @@ def error_metrics(preds: Dict) -> Dict[str, float]:
     return out
 
 
-def evaluate(model, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu") -> Dict[str, float]:
+def evaluate(model, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu",
+             on_batch: Optional[Callable] = None) -> Dict[str, float]:
     """:func:`error_metrics` of :func:`predictions` (the trainer's validation metrics)."""
-    return error_metrics(predictions(model, list(samples), batch_size, dtype, device))
+    return error_metrics(predictions(model, list(samples), batch_size, dtype, device, on_batch))
 
 
 def parity_plot(preds: Dict, path, title: Optional[str] = None) -> None:

@@ -303,10 +303,18 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
             record = {"epoch": epoch + 1, "step": step, "train_loss": running / max(n_batches, 1),
                       "lr": optimizer.param_groups[0]["lr"], "minutes": (time.perf_counter() - t_start) / 60}
             if valid_samples:
-                metrics = evaluate(potential, valid_samples, config.batch_size, config.eval_dtype, device)
+                # One pass gives the metrics and the loss (in eval_dtype).
+                losses = []
+                eval_dtype = getattr(torch, config.eval_dtype)
+
+                def batch_loss(out, chunk):
+                    loss, _ = loss_terms(out, _batch_targets(chunk, eval_dtype, device), scale, config)
+                    losses.append((float(loss), len(chunk)))
+
+                metrics = evaluate(potential, valid_samples, config.batch_size, config.eval_dtype, device, batch_loss)
                 potential.to(dtype)
                 record.update({f"valid_{k}": v for k, v in metrics.items()})
-                valid_loss = _valid_loss(potential, valid_samples, scale, config, dtype, device)
+                valid_loss = sum(v * n for v, n in losses) / max(sum(n for _, n in losses), 1)
                 record["valid_loss"] = valid_loss
             else:
                 valid_loss = record["train_loss"]
@@ -412,17 +420,3 @@ class _Distributed:
             import torch.distributed as td
 
             td.destroy_process_group()
-
-
-def _valid_loss(potential, samples, scale, config, dtype, device) -> float:
-    import mlip
-
-    total, n = 0.0, 0
-    for start in range(0, len(samples), config.batch_size):
-        chunk = samples[start:start + config.batch_size]
-        graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype, device=device)
-        out = potential(graph, compute_forces=True, compute_stress=config.loss.stress_weight > 0)
-        loss, _ = loss_terms({k: v.detach() for k, v in out.items()}, _batch_targets(chunk, dtype, device), scale, config)
-        total += float(loss) * len(chunk)
-        n += len(chunk)
-    return total / max(n, 1)
