@@ -60,16 +60,11 @@ def model_fingerprint(calc) -> str:
             h.update(name.encode())
             h.update(t.contiguous().numpy().tobytes())
         return "mlip-" + h.hexdigest()[:24]
-    return _foreign_fingerprint(calc, with_parameters=True)
-
-
-def _foreign_fingerprint(calc, with_parameters: bool) -> str:
-    """``"<Class>-<hash>"`` of a foreign calculator's class and, ``with_parameters``, its parameters."""
     h = hashlib.sha256()
     cls = type(calc)
     h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
     params = getattr(calc, "parameters", None)
-    if with_parameters and isinstance(params, dict):
+    if isinstance(params, dict):
         h.update(_ADDRESS.sub("", json.dumps(params, sort_keys=True, default=repr)).encode())
     return f"{cls.__qualname__}-" + h.hexdigest()[:24]
 
@@ -77,25 +72,19 @@ def _foreign_fingerprint(calc, with_parameters: bool) -> str:
 def check_model_cache(cache: Path, calc) -> None:
     """Refuse the cache folder ``cache`` when ``model.json`` names another model than ``calc``
     (ValueError: "... use another output folder or delete it"); record ``calc`` there when the
-    folder has no model yet. A foreign calculator is also accepted by the class-only fingerprint
-    that κ caches of earlier versions recorded (their parameters are unknown); the folder is then
-    claimed with the full fingerprint."""
+    folder has no model yet."""
     from mlip.workflows.model_loading import describe_model
 
     path = Path(cache) / MODEL_NAME
     fingerprint = model_fingerprint(calc)
-    accepted = {fingerprint}
-    if not fingerprint.startswith("mlip-"):
-        # κ caches of earlier versions fingerprinted a foreign calculator by its class alone.
-        accepted.add(_foreign_fingerprint(calc, with_parameters=False))
     old = read_json(path) if path.exists() else None
-    if old is not None and old.get("fingerprint") not in accepted:
+    if old is not None and old.get("fingerprint") != fingerprint:
         raise ValueError(
             f"{cache} holds results of another model ({old.get('model')!r}, fingerprint "
             f"{old.get('fingerprint')}) than this run's ({describe_model(calc)!r}, {fingerprint}); "
             "use another output folder or delete it"
         )
-    if old is None or old.get("fingerprint") != fingerprint:
+    if old is None:
         write_json(path, {"model": describe_model(calc), "fingerprint": fingerprint})
 
 
@@ -127,8 +116,7 @@ def cached_relaxation(atoms: Atoms, calc, cache: Optional[Path], *, fmax: float,
         fix_symmetry_symprec: tolerance (Å) of the symmetry ``FixSymmetry`` imposes.
         cell_mask: strain mask of the cell filter (``[1, 1, 1, 0, 0, 0]``: no shear), None: all.
         key_extra: further entries of the cache key, how the calling workflow records the cell
-            mask (phonons ``{"no_shear": ...}``, κ ``{"cell_mask": [...]}``), so that caches written
-            by earlier versions stay valid.
+            mask (phonons ``{"no_shear": ...}``, κ ``{"cell_mask": [...]}``).
         progress: progress bar.
 
     The structure is written to and read back from the cache (when there is one) before it is
@@ -147,7 +135,7 @@ def cached_relaxation(atoms: Atoms, calc, cache: Optional[Path], *, fmax: float,
         saved = read_json(path)
         if saved is not None and saved.get("key") == key:
             try:
-                return Relaxation(atoms_from_dict(saved["structure"]), _saved_info(saved), True)
+                return Relaxation(atoms_from_dict(saved["structure"]), _saved_info(saved["relaxation"]), True)
             except (KeyError, TypeError, ValueError, AttributeError):
                 pass  # unreadable: relax again
     result = relax_structure(
@@ -174,15 +162,8 @@ def cached_relaxation(atoms: Atoms, calc, cache: Optional[Path], *, fmax: float,
 
 
 def _saved_info(saved: dict) -> dict:
-    """The relaxation summary of a cache file; κ caches of earlier versions kept the space groups
-    beside ``"relaxation"`` rather than in it. KeyError when something is missing."""
-    info = dict(saved["relaxation"])
-    for name in ("spacegroup_initial", "spacegroup_final"):
-        if name not in info:
-            info[name] = saved[name]
-    if "symmetry_broken" not in info:
-        sg0, sg1 = info["spacegroup_initial"], info["spacegroup_final"]
-        info["symmetry_broken"] = sg0 is not None and sg1 is not None and sg0 != sg1
+    """The relaxation summary stored in a cache file; KeyError when something is missing."""
+    info = dict(saved)
     missing = [k for k in RELAXATION_KEYS if k not in info]
     if missing:
         raise KeyError(missing[0])
