@@ -60,7 +60,6 @@ def model_fingerprint(calc) -> str:
             h.update(name.encode())
             h.update(t.contiguous().numpy().tobytes())
         return "mlip-" + h.hexdigest()[:24]
-    h = hashlib.sha256()
     cls = type(calc)
     h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
     params = getattr(calc, "parameters", None)
