@@ -168,7 +168,7 @@ def batch_atoms(
     batch = torch.repeat_interleave(torch.arange(len(atoms_list), dtype=torch.int64), counts)
 
     nl_device = None
-    if neighbor_backend == "torch" and device is not None:
+    if neighbor_backend in ("torch", "cuda") and device is not None:
         nl_device = device
     edge_index, shifts = batched_neighbor_list(
         positions.to(nl_device) if nl_device is not None else positions,

@@ -3,8 +3,10 @@
 :func:`neighbor_list` (one structure) and :func:`batched_neighbor_list` (many structures)
 return full lists ``edge_index [2, n_edges]`` / ``shifts [n_edges, 3]`` (int64) with every
 periodic image, such that ``pos[j] - pos[i] + shifts @ cell`` is shorter than the cutoff,
-sorted by ``(i, j, S0, S1, S2)``. Two backends give identical tensors: ``"vesin"`` (CPU,
-fast) and ``"torch"`` (pure-PyTorch cell list, any device); ``"auto"`` picks vesin on CPU.
+sorted by ``(i, j, S0, S1, S2)``. Three backends give identical tensors: ``"vesin"`` (CPU,
+fast), ``"torch"`` (pure-PyTorch cell list, any device) and ``"cuda"`` (CUDA kernel through
+CuPy, :mod:`mlip.kernels.neighbor_list`); ``"auto"`` picks vesin on CPU and the kernel on CUDA
+when it is available (``MLIP_DISABLE_KERNELS=1`` or ``backend="torch"`` force PyTorch).
 """
 
 from .cell_list import (

@@ -659,11 +659,13 @@ def batched_neighbor_list_torch(positions, cell, pbc, batch, cutoff):
 
 
 def _resolve_backend(backend: str, device: torch.device) -> str:
-    if backend not in ("auto", "vesin", "torch"):
-        raise ValueError(f"unknown neighbour-list backend {backend!r}; use 'auto', 'vesin' or 'torch'")
+    if backend not in ("auto", "vesin", "torch", "cuda"):
+        raise ValueError(f"unknown neighbour-list backend {backend!r}; use 'auto', 'vesin', 'torch' or 'cuda'")
     if backend == "auto":
         if device.type != "cpu":
-            return "torch"
+            from mlip.kernels import cuda_kernels_available
+
+            return "cuda" if device.type == "cuda" and cuda_kernels_available() else "torch"
         try:
             import vesin  # noqa: F401
         except ImportError:
@@ -681,7 +683,9 @@ def neighbor_list(positions, cell, pbc, cutoff, backend="auto"):
             non-periodic directions are ignored (may be zero).
         pbc: torch.Tensor [3] bool (or a sequence of 3 bools).
         cutoff: float (Å).
-        backend: "auto" (vesin when the tensors are on CPU, else "torch"), "vesin" or "torch".
+        backend: "auto" (vesin when the tensors are on CPU; on CUDA the "cuda" kernel when
+            :func:`mlip.kernels.cuda_kernels_available`, else "torch"), "vesin", "torch" or
+            "cuda" (:mod:`mlip.kernels.neighbor_list`, CUDA tensors only).
 
     Returns:
         ``(edge_index, shifts)``: edge_index [2, n_edges] int64 with rows (i, j), shifts
@@ -702,6 +706,10 @@ def neighbor_list(positions, cell, pbc, cutoff, backend="auto"):
         from .vesin_backend import neighbor_list_vesin
 
         return neighbor_list_vesin(positions, cell, pbc, cutoff)
+    if be == "cuda":
+        from mlip.kernels.neighbor_list import neighbor_list_cuda
+
+        return neighbor_list_cuda(positions, cell, pbc, cutoff)
     return neighbor_list_torch(positions, cell, pbc, cutoff)
 
 
@@ -729,4 +737,8 @@ def batched_neighbor_list(positions, cell, pbc, batch, cutoff, backend="auto"):
         from .vesin_backend import batched_neighbor_list_vesin
 
         return batched_neighbor_list_vesin(positions, cell, pbc, batch, cutoff)
+    if be == "cuda":
+        from mlip.kernels.neighbor_list import batched_neighbor_list_cuda
+
+        return batched_neighbor_list_cuda(positions, cell, pbc, batch, cutoff)
     return batched_neighbor_list_torch(positions, cell, pbc, batch, cutoff)

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from mlip.envelope_softmax import envelope_exp
+from mlip.kernels.escn_rotation import gather_rotate, rotate_scatter
 from mlip.scatter import scatter_sum
 from .activations import EdgeGate, EdgeSwiGLUS2, smooth_leaky_relu
 from .radial_mlp import EdgeMLP
@@ -95,11 +96,8 @@ class EdgeAttention(nn.Module):
         i, j = edge_index[0], edge_index[1]
         n, e = x.shape[0], i.shape[0]
         rho = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, 2 * x.shape[2])  # [E, L+1, 2C]
-        # [x_j ‖ x_i] gathered in one pass: row (e, k, s) of the [E·K·2, C] result is x[(j_e, i_e)[s], k].
-        k, c = x.shape[1], x.shape[2]
-        rows = (torch.stack([j, i], dim=1)[:, None, :] * k + torch.arange(k, device=x.device)[None, :, None])
-        pair = x.reshape(n * k, c).index_select(0, rows.reshape(-1)).view(e, k, 2 * c)
-        msg = torch.bmm(wigner, pair)  # [E, K_M, 2C]
+        # [x_j ‖ x_i] gathered and rotated into the edge frame in one step (fused CUDA kernel on GPU).
+        msg = gather_rotate(x, wigner, torch.stack([j, i]))  # [E, K_M, 2C]
         msg, scalars = self.so2_1(msg, radial=rho)
         z, act_scalars = torch.split(scalars, [self.num_logit_scalars, scalars.shape[1] - self.num_logit_scalars], 1)
         z = z.reshape(e, self.num_heads, self.alpha_channels)
@@ -109,5 +107,5 @@ class EdgeAttention(nn.Module):
         value, _ = self.so2_2(msg)  # [E, K_M, H·V]
         k_m = value.shape[1]
         value = (value.view(e, k_m, self.num_heads, self.value_channels) * alpha[:, None, :, None]).flatten(2)
-        out = scatter_sum(torch.bmm(wigner.transpose(1, 2), value), i, n)  # [N, K, H·V]
+        out = rotate_scatter(wigner, value, i[None], n)  # rotate back and Σ_j: [N, K, H·V]
         return self.project(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.scatter import scatter_sum
+from mlip.kernels.escn_rotation import rotate_scatter
 
 from .radial_mlp import EdgeMLP
 
@@ -33,5 +33,4 @@ class EdgeDegreeEmbedding(nn.Module):
         coeff = coeff * envelope[:, None, None]
         # The m = 0 block is the first L + 1 rows of the m-primary layout.
         m0 = torch.split(wigner, [self.lmax + 1, wigner.shape[1] - self.lmax - 1], dim=1)[0]
-        msg = torch.bmm(m0.transpose(1, 2), coeff)  # [E, K, C]
-        return scatter_sum(msg, i, num_nodes) / self.avg_degree
+        return rotate_scatter(m0, coeff, i[None], num_nodes) / self.avg_degree  # Σ_j m0ᵀ coeff: [N, K, C]

@@ -1,0 +1,262 @@
+"""GPU cell-list neighbour search: ``backend="cuda"`` of :func:`mlip.neighbors.neighbor_list`.
+
+Same output as the CPU paths (edge set (i, j, integer shift S), sorted by (i, j, S0, S1, S2)):
+the kernels only find candidate pairs, and the final exact filter and sort are the shared
+:func:`mlip.neighbors.cell_list.finalize_edges`, as in the torch and vesin backends.
+
+Steps (all on the device of the positions; PyTorch except step 4):
+
+1. validate, complete the cells of partially periodic structures (shared helpers);
+2. wrap atoms into their cells along periodic directions, and replicate each atom with exactly
+   the lattice translations that can bring it within the search radius ``rc`` of the cell
+   (so cells smaller than the cutoff get every image, as in the torch backend);
+3. per structure, bin the ghosts into a grid of bins at least ``rc / ns`` wide along x, y and z
+   (``ns = 2``); the grid has at most ``4·n_ghosts + 27`` bins per structure (bins widen when a
+   structure is spread over empty space), and ghosts are sorted by global bin id;
+4. ``count_pairs`` (one thread per atom) counts ghosts closer than ``rc`` in the (2ns + 1)³
+   stencil, an exclusive scan gives the offsets, ``fill_pairs`` writes them: count first, then
+   fill, so no pair is ever dropped;
+5. map ghosts back to (j, S) and apply :func:`finalize_edges`.
+
+Step 4 is a callable (``search``) so that the tests run steps 1–3 and 5 on the CPU with a
+PyTorch emulation of the kernels (:func:`search_torch`) and with the kernel code itself compiled
+for the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Tuple
+
+import numpy as np
+import torch
+
+from mlip.neighbors.cell_list import (
+    _empty,
+    _mat_rows,
+    _prepare_batch,
+    _prepare_single,
+    finalize_edges,
+    search_cutoff,
+)
+
+Tensor = torch.Tensor
+NS = 2  # bins are at least rc / NS wide; the stencil is (2 NS + 1)^3 bins
+
+
+@dataclass
+class SearchPlan:
+    """Binned ghosts of a batch (inputs of the kernels, see ``neighbor_list.cu``).
+
+    gx, gy, gz [n_ghost] float64 (bin order); bin_start [n_bins + 1] int64; home [N] int64 (bin-order
+    position of each atom's own ghost); cbin [N, 3] int32; graph [N] int64; grid_offset [G] int64;
+    grid_dims [G, 3] int32; order [n_ghost] int64 (bin order → ghost); gatom [n_ghost], gshift
+    [n_ghost, 3] (ghost → atom, lattice translation); s0 [N, 3] int64 (wrapping translation);
+    rc (search radius), ns.
+    """
+
+    gx: Tensor
+    gy: Tensor
+    gz: Tensor
+    bin_start: Tensor
+    home: Tensor
+    cbin: Tensor
+    graph: Tensor
+    grid_offset: Tensor
+    grid_dims: Tensor
+    order: Tensor
+    gatom: Tensor
+    gshift: Tensor
+    s0: Tensor
+    rc: float
+    ns: int = NS
+
+
+def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: Tensor, rc: float,
+               ns: int = NS) -> SearchPlan:
+    """Steps 2–3. pos64 [N, 3] float64 (device), batch [N] int64 sorted, full [G, 3, 3] float64 (CPU,
+    completed cells), pbc [G, 3] bool (CPU), rc search radius."""
+    dev = pos64.device
+    n = pos64.shape[0]
+    full_d = full.to(dev)
+    inv = torch.linalg.inv(full)
+    reach = torch.where(pbc, rc * inv.norm(dim=1), torch.zeros(())).to(dev)  # [G, 3] fractional reach
+    pbc_d = pbc.to(dev)
+    frac = _mat_rows(pos64, inv.to(dev)[batch])
+    per_atom_pbc = pbc_d[batch]
+    s0f = torch.where(per_atom_pbc, torch.floor(frac), torch.zeros_like(frac))
+    fw = frac - s0f
+    pw = pos64 - _mat_rows(s0f, full_d[batch])
+
+    gatom = torch.arange(n, device=dev)
+    gshift = torch.zeros((n, 3), dtype=torch.long, device=dev)
+    for k in range(3):
+        if not bool(pbc[:, k].any()):
+            continue
+        x = fw[gatom, k]
+        g = batch[gatom]
+        r = reach[g, k]
+        per = pbc_d[g, k]
+        tmin = torch.where(per, torch.ceil(-r - x), torch.zeros_like(x)).long()
+        tmax = torch.where(per, torch.floor((1.0 + r) - x), torch.zeros_like(x)).long()
+        cnt = (tmax - tmin + 1).clamp_min(0)
+        total = int(cnt.sum())
+        rep = torch.repeat_interleave(torch.arange(cnt.numel(), device=dev), cnt, output_size=total)
+        t = torch.arange(total, device=dev) + (tmin - (torch.cumsum(cnt, 0) - cnt))[rep]
+        gatom = gatom[rep]
+        gshift = gshift[rep]
+        gshift[:, k] = t
+    gb = batch[gatom]
+    gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[gb])
+    n_ghost = gpos.shape[0]
+    is_home = (gshift == 0).all(1)
+    home_ghost = torch.empty(n, dtype=torch.long, device=dev)
+    home_ghost[gatom[is_home]] = torch.nonzero(is_home).flatten()
+
+    # per-structure grids
+    idx3 = gb[:, None].expand(-1, 3)
+    lo = torch.full((n_graphs, 3), float("inf"), dtype=torch.float64, device=dev).scatter_reduce(
+        0, idx3, gpos, reduce="amin", include_self=True)
+    hi = torch.full((n_graphs, 3), float("-inf"), dtype=torch.float64, device=dev).scatter_reduce(
+        0, idx3, gpos, reduce="amax", include_self=True)
+    empty = ~torch.isfinite(lo[:, 0])
+    lo = torch.where(empty[:, None], torch.zeros_like(lo), lo)
+    ext = torch.where(empty[:, None], torch.zeros_like(hi), hi - lo).clamp_min(0.0)
+    dims = torch.floor(ext * (ns / rc)).clamp_min(1.0)
+    cap = 4.0 * torch.bincount(gb, minlength=n_graphs).to(torch.float64) + 27.0
+    for _ in range(3):  # ≤ cap bins (widening keeps them ≥ rc / ns); axes already at 1 cannot shrink
+        free = (dims > 1).sum(-1).clamp_min(1).to(torch.float64)
+        shrink = (dims.prod(-1) / cap).clamp_min(1.0) ** (1.0 / free)
+        dims = torch.where(dims > 1, torch.floor(dims / shrink[:, None]), dims).clamp_min(1.0)
+    width = torch.where(ext > 0, ext / dims, torch.ones_like(ext))
+    dims_l = dims.long()
+    n_bins = dims_l.prod(-1)
+    offset = torch.cumsum(n_bins, 0) - n_bins
+    total_bins = int(n_bins.sum())
+    b = torch.floor((gpos - lo[gb]) / width[gb]).long()
+    b = torch.minimum(b.clamp_min(0), dims_l[gb] - 1)
+    key = offset[gb] + (b[:, 2] * dims_l[gb, 1] + b[:, 1]) * dims_l[gb, 0] + b[:, 0]
+    _, order = torch.sort(key, stable=True)
+    bin_start = torch.zeros(total_bins + 1, dtype=torch.long, device=dev)
+    bin_start[1:] = torch.cumsum(torch.bincount(key, minlength=total_bins), 0)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(n_ghost, device=dev)
+    gs = gpos[order]
+    return SearchPlan(
+        gx=gs[:, 0].contiguous(), gy=gs[:, 1].contiguous(), gz=gs[:, 2].contiguous(),
+        bin_start=bin_start, home=rank[home_ghost], cbin=b[home_ghost].to(torch.int32).contiguous(),
+        graph=batch.contiguous(), grid_offset=offset.contiguous(), grid_dims=dims_l.to(torch.int32).contiguous(),
+        order=order, gatom=gatom, gshift=gshift, s0=s0f.long(), rc=float(rc), ns=int(ns),
+    )
+
+
+def search_torch(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
+    """PyTorch emulation of ``count_pairs``/``fill_pairs`` (same stencil, same pair order).
+
+    Returns (i [P], p [P]) int64: atom and bin-order ghost position of every pair closer than rc.
+    """
+    dev = plan.gx.device
+    n = plan.home.numel()
+    ns = plan.ns
+    g = plan.graph
+    dims = plan.grid_dims.long()[g]  # [N, 3]
+    cb = plan.cbin.long()
+    out_i, out_p = [], []
+    atoms = torch.arange(n, device=dev)
+    for dz in range(-ns, ns + 1):
+        for dy in range(-ns, ns + 1):
+            z, y = cb[:, 2] + dz, cb[:, 1] + dy
+            ok = (z >= 0) & (z < dims[:, 2]) & (y >= 0) & (y < dims[:, 1])
+            x0 = (cb[:, 0] - ns).clamp_min(0)
+            x1 = torch.minimum(cb[:, 0] + ns, dims[:, 0] - 1)
+            row = plan.grid_offset[g] + (z * dims[:, 1] + y) * dims[:, 0]
+            first = plan.bin_start[(row + x0).clamp(0, plan.bin_start.numel() - 1)]
+            last = plan.bin_start[(row + x1 + 1).clamp(0, plan.bin_start.numel() - 1)]
+            cnt = torch.where(ok, last - first, torch.zeros_like(first))
+            a = torch.repeat_interleave(atoms, cnt)
+            p = torch.arange(a.numel(), device=dev) - torch.repeat_interleave(torch.cumsum(cnt, 0) - cnt, cnt) \
+                + torch.repeat_interleave(first, cnt)
+            own = plan.home[a]
+            dx = plan.gx[p] - plan.gx[own]
+            d2 = dx * dx
+            dyy = plan.gy[p] - plan.gy[own]
+            d2 += dyy * dyy
+            dzz = plan.gz[p] - plan.gz[own]
+            d2 += dzz * dzz
+            keep = (d2 < plan.rc * plan.rc) & (p != own)
+            out_i.append(a[keep])
+            out_p.append(p[keep])
+    i, p = torch.cat(out_i), torch.cat(out_p)
+    order = torch.argsort(i, stable=True)  # the kernel's order: atom, then stencil row, then bin order
+    return i[order], p[order]
+
+
+def search_cuda(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
+    """``count_pairs`` → exclusive scan → ``fill_pairs`` on the GPU (CuPy, torch's stream)."""
+    from .cupy_module import launch, module
+
+    mod = module("neighbor_list")
+    n = plan.home.numel()
+    common = (plan.gx, plan.gy, plan.gz, plan.bin_start, plan.home, plan.cbin, plan.graph, plan.grid_offset,
+              plan.grid_dims, np.int32(plan.ns), np.float64(plan.rc * plan.rc), np.int64(n))
+    counts = torch.empty(n, dtype=torch.long, device=plan.gx.device)
+    launch(mod.get_function("count_pairs"), n, common + (counts,))
+    ends = torch.cumsum(counts, 0)
+    total = int(ends[-1]) if n else 0
+    offsets = (ends - counts).contiguous()
+    out_i = torch.empty(total, dtype=torch.long, device=plan.gx.device)
+    out_p = torch.empty(total, dtype=torch.long, device=plan.gx.device)
+    if total:
+        launch(mod.get_function("fill_pairs"), n, common + (offsets, out_i, out_p))
+    return out_i, out_p
+
+
+def candidates(positions: Tensor, batch: Tensor, full: Tensor, masked: Tensor, pbc: Tensor, cutoff: float,
+               search: Callable[[SearchPlan], Tuple[Tensor, Tensor]]) -> Tuple[Tensor, Tensor, Tensor]:
+    """All pairs closer than the search radius: i [P], j [P], S [P, 3] (int64) for the input positions."""
+    rc = search_cutoff(cutoff, positions, masked)
+    plan = build_plan(positions.detach().to(torch.float64), batch, full.shape[0], full, pbc, rc)
+    i, p = search(plan)
+    ghost = plan.order[p]
+    j = plan.gatom[ghost]
+    s = plan.gshift[ghost] - plan.s0[j] + plan.s0[i]
+    return i, j, s
+
+
+def _require_cuda(positions: Tensor) -> None:
+    from . import cuda_kernels_available
+
+    if positions.device.type != "cuda" or not cuda_kernels_available():
+        raise ValueError("backend='cuda' needs positions on a CUDA device and CuPy with CUDA "
+                         "(and MLIP_DISABLE_KERNELS unset); use backend='torch' otherwise")
+
+
+def batched_neighbor_list_cuda(positions, cell, pbc, batch, cutoff, search=None):
+    """Kernel backend of :func:`mlip.neighbors.batched_neighbor_list` (same arguments and output).
+
+    ``search`` replaces the GPU pair search (step 4) by another implementation with the same
+    contract, e.g. :func:`search_torch`; it is meant for tests.
+    """
+    if search is None:
+        _require_cuda(torch.as_tensor(positions))
+        search = search_cuda
+    pbc_t, full, masked, batch, counts, cutoff = _prepare_batch(positions, cell, pbc, batch, cutoff)
+    n = positions.shape[0]
+    if n == 0:
+        return _empty(positions.device)
+    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search)
+    return finalize_edges(positions, masked, batch[i], i, j, s, cutoff, n)
+
+
+def neighbor_list_cuda(positions, cell, pbc, cutoff, search=None):
+    """Kernel backend of :func:`mlip.neighbors.neighbor_list` (same arguments and output)."""
+    if search is None:
+        _require_cuda(torch.as_tensor(positions))
+        search = search_cuda
+    pbc_t, full, masked, cutoff = _prepare_single(positions, cell, pbc, cutoff)
+    n = positions.shape[0]
+    if n == 0:
+        return _empty(positions.device)
+    batch = torch.zeros(n, dtype=torch.long, device=positions.device)
+    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search)
+    return finalize_edges(positions, masked, None, i, j, s, cutoff, n)

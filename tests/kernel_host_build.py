@@ -1,0 +1,159 @@
+"""Test helper: the CUDA kernels' per-thread code compiled for the CPU with nvcc, called by ctypes.
+
+Each kernel of ``kernels/*.cu`` delegates its per-element work to a ``__host__ __device__``
+function. Here a small wrapper includes the sources and loops over all elements on the host, so
+the tests run the very code the GPU runs (minus the launch) against the PyTorch references.
+Also provides :func:`compile_ptx`, the nvcc compile check of what NVRTC will see.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+ARCH = "sm_90"  # H200 (Hopper)
+
+_WRAPPER = r'''
+#include "escn_rotation.cu"
+#include "neighbor_list.cu"
+
+#define EMU_ESCN(T, SUF)                                                                              \
+extern "C" void emu_gather_rotate_##SUF(const T* x, const T* W, const i64* index, T* out, i64 E, int K,  \
+                                        int KM, int S, int C, int L, int M) {                         \
+    for (i64 t = 0; t < E * KM * S * C; ++t) gather_rotate_point<T>(t, x, W, index, out, E, K, KM, S, C, L, M); \
+}                                                                                                     \
+extern "C" void emu_rotate_scatter_##SUF(const T* W, const T* msg, const i64* perm, const i64* rowptr,  \
+                                         T* out, i64 N, i64 E, int K, int KM, int S, int C, int L, int M) { \
+    for (i64 t = 0; t < N * K * C; ++t) rotate_scatter_point<T>(t, W, msg, perm, rowptr, out, E, K, KM, S, C, L, M); \
+}                                                                                                     \
+extern "C" void emu_edge_outer_##SUF(const T* A, const T* B, const i64* index, T* out, i64 E, int K,     \
+                                     int KM, int S, int C, int L, int M) {                            \
+    for (i64 t = 0; t < E * KM * K; ++t) edge_outer_point<T>(t, A, B, index, out, E, K, KM, S, C, L, M); \
+}
+EMU_ESCN(float, float)
+EMU_ESCN(double, double)
+
+extern "C" void emu_count_pairs(const double* gx, const double* gy, const double* gz, const i64* bin_start,
+                                const i64* home, const int* cbin, const i64* graph, const i64* grid_offset,
+                                const int* grid_dims, int ns, double rc2, i64 n_atoms, i64* counts) {
+    for (i64 i = 0; i < n_atoms; ++i)
+        counts[i] = mlip_visit_atom(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2,
+                                    -1, nullptr, nullptr);
+}
+extern "C" void emu_fill_pairs(const double* gx, const double* gy, const double* gz, const i64* bin_start,
+                               const i64* home, const int* cbin, const i64* graph, const i64* grid_offset,
+                               const int* grid_dims, int ns, double rc2, i64 n_atoms, const i64* offsets,
+                               i64* out_i, i64* out_p) {
+    for (i64 i = 0; i < n_atoms; ++i)
+        mlip_visit_atom(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2, offsets[i],
+                        out_i, out_p);
+}
+'''
+
+
+def nvcc() -> str | None:
+    return shutil.which("nvcc")
+
+
+def compile_ptx(cu: Path, name_expressions, out_dir: Path) -> str:
+    """``nvcc --ptx`` of ``cu`` for sm_90 with every template named in ``name_expressions``
+    instantiated (as NVRTC instantiates them for CuPy), warnings as errors; returns the PTX."""
+    wrapper = out_dir / f"check_{cu.stem}.cu"
+    lines = [f'#include "{cu}"']
+    if name_expressions:
+        lines.append("void* mlip_instantiated[] = {" + ", ".join(f"(void*)&{n}" for n in name_expressions) + "};")
+    wrapper.write_text("\n".join(lines) + "\n")
+    ptx = out_dir / f"{cu.stem}.ptx"
+    subprocess.run([nvcc(), "--ptx", f"-arch={ARCH}", "-std=c++17", "-Werror", "all-warnings", str(wrapper),
+                    "-o", str(ptx)], check=True, capture_output=True, text=True)
+    return ptx.read_text()
+
+
+def build_host_library(out_dir: Path) -> ctypes.CDLL:
+    """Compile the kernels' element functions for the host (nvcc + the system C++ compiler)."""
+    src = out_dir / "host_kernels.cu"
+    src.write_text(_WRAPPER)
+    lib = out_dir / "libmlip_host_kernels.so"
+    subprocess.run([nvcc(), "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-O2", f"-I{KERNELS}", str(src),
+                    "-o", str(lib)], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(lib))
+
+
+def _p(t: torch.Tensor):
+    assert t.is_contiguous() and t.device.type == "cpu"
+    return ctypes.c_void_p(t.data_ptr())
+
+
+class HostKernels:
+    """Drop-in replacements of the launchers in :mod:`mlip.kernels` that run the host build."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+
+    def _suffix(self, t):
+        return {torch.float32: "float", torch.float64: "double"}[t.dtype]
+
+    def gather_rotate(self, x, wigner, index):
+        from mlip.kernels.escn_reference import layout_from_shape
+
+        n, k, c = x.shape
+        lmax, mmax = layout_from_shape(wigner)
+        s, e = index.shape
+        x, wigner, index = x.contiguous(), wigner.contiguous(), index.contiguous().long()
+        out = torch.empty((e, wigner.shape[1], s * c), dtype=x.dtype)
+        getattr(self.lib, f"emu_gather_rotate_{self._suffix(x)}")(
+            _p(x), _p(wigner), _p(index), _p(out), ctypes.c_longlong(e), ctypes.c_int(k),
+            ctypes.c_int(wigner.shape[1]), ctypes.c_int(s), ctypes.c_int(c), ctypes.c_int(lmax), ctypes.c_int(mmax))
+        return out
+
+    def rotate_scatter(self, wigner, msg, index, num_nodes):
+        from mlip.kernels.escn_reference import layout_from_shape
+        from mlip.kernels.escn_rotation import node_csr
+
+        lmax, mmax = layout_from_shape(wigner)
+        s, e = index.shape
+        c = msg.shape[2] // s
+        k = wigner.shape[2]
+        wigner, msg, index = wigner.contiguous(), msg.contiguous(), index.contiguous().long()
+        perm, rowptr = node_csr(index, num_nodes)
+        out = torch.empty((num_nodes, k, c), dtype=msg.dtype)
+        getattr(self.lib, f"emu_rotate_scatter_{self._suffix(msg)}")(
+            _p(wigner), _p(msg), _p(perm), _p(rowptr), _p(out), ctypes.c_longlong(num_nodes), ctypes.c_longlong(e),
+            ctypes.c_int(k), ctypes.c_int(wigner.shape[1]), ctypes.c_int(s), ctypes.c_int(c), ctypes.c_int(lmax),
+            ctypes.c_int(mmax))
+        return out
+
+    def edge_outer(self, a, b, index):
+        from mlip.kernels.escn_reference import layout_from_shape
+
+        k_m, k = a.shape[1], b.shape[1]
+        lmax, mmax = layout_from_shape(a.new_empty((0, k_m, k)))
+        s, e = index.shape
+        c = b.shape[2]
+        a, b, index = a.contiguous(), b.contiguous(), index.contiguous().long()
+        out = torch.empty((e, k_m, k), dtype=a.dtype)
+        getattr(self.lib, f"emu_edge_outer_{self._suffix(a)}")(
+            _p(a), _p(b), _p(index), _p(out), ctypes.c_longlong(e), ctypes.c_int(k), ctypes.c_int(k_m),
+            ctypes.c_int(s), ctypes.c_int(c), ctypes.c_int(lmax), ctypes.c_int(mmax))
+        return out
+
+    def search(self, plan):
+        """The neighbour-list pair search (count, scan, fill) of ``neighbor_list.cu`` on the host."""
+        n = plan.home.numel()
+        common = [_p(plan.gx), _p(plan.gy), _p(plan.gz), _p(plan.bin_start), _p(plan.home), _p(plan.cbin),
+                  _p(plan.graph), _p(plan.grid_offset), _p(plan.grid_dims), ctypes.c_int(plan.ns),
+                  ctypes.c_double(plan.rc * plan.rc), ctypes.c_longlong(n)]
+        counts = torch.empty(n, dtype=torch.long)
+        self.lib.emu_count_pairs(*common, _p(counts))
+        ends = torch.cumsum(counts, 0)
+        offsets = (ends - counts).contiguous()
+        total = int(ends[-1]) if n else 0
+        out_i = torch.empty(total, dtype=torch.long)
+        out_p = torch.empty(total, dtype=torch.long)
+        self.lib.emu_fill_pairs(*common, _p(offsets), _p(out_i), _p(out_p))
+        return out_i, out_p
