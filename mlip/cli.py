@@ -5,6 +5,7 @@
     mlip create --config models/configs/equiformer_v3_mp.yaml -o eqv3-mp.safetensors
     mlip relax structure.cif --model default --fmax 0.05
     mlip md structure.cif --model default --ensemble nve --temperature 300 --steps 1000 --supercell 3 3 3
+    mlip discovery relax initial-structures.json.gz --model default --out-dir run   (see mlip.workflows.discovery)
 
 ``--model`` accepts a shipped model's name, a checkpoint path or the import path of an ASE
 calculator class (``ase.calculators.emt:EMT``). Bad input (unreadable file, unknown element, NaN
@@ -823,6 +824,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out-dir", help="output directory (default: <stem>_md in the current directory)")
     p.set_defaults(func=cmd_md)
+
+    from mlip.workflows.discovery.cli import add_parser as add_discovery_parser
+
+    add_discovery_parser(sub)  # mlip discovery {relax, join, metrics, emt-benchmark}
     return parser
 
 

@@ -1,0 +1,208 @@
+"""Relax every material of a Matbench Discovery campaign: sharded, resumable, failures recorded.
+
+Protocol (the benchmark's IS2RE-SR): ASE ``FIRE`` on ``FrechetCellFilter`` (positions and cell),
+until the largest force (and scaled stress) is below ``fmax`` (default 0.02 eV/Å, as the top
+models) or ``steps`` (default 500) steps are done; mlip models run in float64. The energy
+reported is that of the last structure.
+
+Each material's result is written as soon as it is known to ``out_dir/results/<id>.json``
+(atomically, see :mod:`mlip.workflows.sharding`)::
+
+    {"id", "material_id", "formula", "n_atoms", "energy" (eV, total), "converged", "n_steps",
+     "fmax_final" (eV/Å), "structure" ({symbols, cell_A, positions_A, masses_amu}),
+     "wall_time_s"}
+
+or, for a material that could not be relaxed (an element the model lacks, atoms on top of each
+other, non-finite forces, ...), ``{"id", "failed": true, "error", "traceback", "wall_time_s"}``;
+the run goes on. A rerun skips every material with a result. ``out_dir/campaign.json`` records
+the model, the settings and the structures: a folder holding another campaign is refused, so that
+one model's energies are never mixed with another's.
+
+The share of this process comes from ``n_shards``/``shard_index``, else a Slurm job array, else
+a ``torchrun`` launch (``RANK``/``WORLD_SIZE``), balanced by atom count.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+from ase import Atoms
+
+from mlip.workflows.discovery.inputs import Material, read_structures
+from mlip.workflows.sharding import load_results, run_sharded
+
+#: shortest distance (Å) accepted between two atoms: the shortest bond of any crystal (H–H in
+#: solid hydrogen) is 0.74 Å, so closer atoms are a broken input, not a structure to relax
+MIN_DISTANCE = 0.5
+
+CAMPAIGN_FILE = "campaign.json"
+
+
+def closest_pair(atoms: Atoms, cutoff: float) -> Optional[tuple]:
+    """(i, j, distance Å) of the closest pair of atoms (periodic images included) closer than
+    ``cutoff``, or None."""
+    from ase.neighborlist import neighbor_list
+
+    i, j, d = neighbor_list("ijd", atoms, cutoff)
+    if len(d) == 0:
+        return None
+    k = int(np.argmin(d))
+    return int(i[k]), int(j[k]), float(d[k])
+
+
+def relax_material(atoms: Atoms, calc, fmax: float = 0.02, steps: int = 500,
+                   min_distance: float = MIN_DISTANCE) -> Dict[str, Any]:
+    """Relax one material (FIRE + FrechetCellFilter) and return its result record (see the
+    module docstring). Raises ValueError for atoms closer than ``min_distance`` Å and RuntimeError
+    for a non-finite energy or forces."""
+    from mlip.workflows.json_io import atoms_to_dict
+    from mlip.workflows.relax import relax
+
+    pair = closest_pair(atoms, min_distance)
+    if pair is not None:
+        i, j, d = pair
+        raise ValueError(f"atoms {i} and {j} are {d:.3f} Å apart (< {min_distance} Å): not a structure to relax")
+    t0 = time.perf_counter()
+    result = relax(atoms, calc, fmax=fmax, steps=steps, cell_filter=True, progress=False)
+    if not np.isfinite(result.energy):
+        raise RuntimeError(f"non-finite energy {result.energy} after relaxation")
+    relaxed = result.atoms
+    return {
+        "formula": atoms.get_chemical_formula(),
+        "n_atoms": len(atoms),
+        "energy": float(result.energy),
+        "converged": bool(result.converged),
+        "n_steps": int(result.n_steps),
+        "fmax_final": float(result.fmax_final),
+        "structure": {k: np.asarray(v).tolist() if not isinstance(v, list) else v
+                      for k, v in atoms_to_dict(relaxed).items()},
+        "wall_time_s": time.perf_counter() - t0,
+    }
+
+
+def model_info(calc) -> dict:
+    """Label, parameter count, cutoff (Å) and package versions, for the model YAML skeleton."""
+    import importlib.metadata
+
+    from mlip.version import __version__
+    from mlip.workflows.model_loading import calculator_cutoff, describe_model, potential_of
+
+    potential = potential_of(calc)
+    requirements = {"mlip-torch": __version__}
+    for dist in ("torch", "ase", "numpy", "pymatgen"):
+        try:
+            requirements[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return {
+        "label": describe_model(calc),
+        "n_params": None if potential is None else int(sum(p.numel() for p in potential.parameters())),
+        "cutoff": calculator_cutoff(calc),
+        "mlip_version": __version__,
+        "requirements": requirements,
+    }
+
+
+def campaign_manifest(calc, materials: Sequence[Material], settings: dict) -> dict:
+    """What ``campaign.json`` records: model fingerprint and label, settings, ids, structures."""
+    from mlip.workflows.displacement_forces import structures_fingerprint
+    from mlip.workflows.model_loading import describe_model
+    from mlip.workflows.run_cache import model_fingerprint
+
+    return {
+        "task": "matbench-discovery IS2RE-SR relaxation",
+        "model_info": model_info(calc),
+        "model": model_fingerprint(calc),
+        "model_label": describe_model(calc),
+        "settings": dict(sorted(settings.items())),
+        "materials": [m.material_id for m in materials],
+        "structures": structures_fingerprint([m.atoms for m in materials]),
+    }
+
+
+def claim_campaign(out_dir: Path, manifest: dict) -> None:
+    """Write ``out_dir/campaign.json``, or check that the one there describes the same campaign
+    (ValueError naming what differs otherwise)."""
+    from mlip.workflows.json_io import read_json, write_json
+
+    path = Path(out_dir) / CAMPAIGN_FILE
+    old = read_json(path) if path.exists() else None
+    if old is not None:
+        changed = [key for key in ("model", "settings", "materials", "structures") if old.get(key) != manifest[key]]
+        if changed:
+            raise ValueError(f"{out_dir} holds a discovery campaign with another {', '.join(changed)}; "
+                             f"use another output folder (or delete it to start over)")
+        return
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    write_json(path, manifest)
+
+
+def run_discovery_relax(
+    structures: Union[str, Path, Sequence[Union[str, Path]], Sequence[Material]],
+    calculator,
+    out_dir: Union[str, Path],
+    fmax: float = 0.02,
+    steps: int = 500,
+    n_shards: Optional[int] = None,
+    shard_index: Optional[int] = None,
+    progress: bool = True,
+    dtype: str = "float64",
+    device: str = "auto",
+    structure_key: Optional[str] = None,
+    min_distance: float = MIN_DISTANCE,
+) -> Dict[str, Any]:
+    """Relax this process's share of ``structures`` and store each result as it finishes.
+
+    Args:
+        structures: structures file(s) (:func:`mlip.workflows.discovery.inputs.read_structures`)
+            or a list of :class:`Material`.
+        calculator: anything :func:`mlip.workflows.resolve_calculator` accepts; resolved once.
+        out_dir: campaign folder (``campaign.json``, ``results/<id>.json``).
+        fmax: force threshold, eV/Å (default 0.02).
+        steps: maximum FIRE steps (default 500).
+        n_shards, shard_index: this process's shard (default: Slurm array, torchrun, or all).
+        progress: a progress bar over materials (materials/min).
+        dtype, device: for mlip models (float64 by default).
+        structure_key: column of structures in JSON tables (default: automatic).
+        min_distance: atoms closer than this (Å) make a material fail at once.
+
+    Returns:
+        counts ``{"shard", "n_shards", "assigned", "skipped", "computed", "failed", "n_materials",
+        "n_done"}`` (``n_done``: materials of the whole campaign with a result in ``out_dir``).
+    """
+    from mlip.workflows.model_loading import resolve_calculator
+
+    if not fmax > 0:
+        raise ValueError(f"fmax must be positive, got {fmax}")
+    if int(steps) < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if isinstance(structures, (str, Path)) or (
+            isinstance(structures, (list, tuple)) and structures and isinstance(structures[0], (str, Path))):
+        materials: List[Material] = read_structures(structures, key=structure_key)
+    else:
+        materials = list(structures)
+    if not materials:
+        raise ValueError("no structures to relax")
+    calc = resolve_calculator(calculator, device=device, dtype=dtype)
+    out_dir = Path(out_dir)
+    settings = {"fmax": float(fmax), "steps": int(steps), "optimizer": "FIRE", "cell_filter": "FrechetCellFilter",
+                "dtype": dtype, "min_distance": float(min_distance)}
+    claim_campaign(out_dir, campaign_manifest(calc, materials, settings))
+
+    def compute(material_id: str, material: Material) -> Dict[str, Any]:
+        record = relax_material(material.atoms, calc, fmax=fmax, steps=steps, min_distance=min_distance)
+        return {"material_id": material_id, **record}
+
+    items = [(m.material_id, m) for m in materials]
+    counts = run_sharded(items, compute, out_dir, costs=[len(m.atoms) for m in materials], n_shards=n_shards,
+                         shard_index=shard_index, progress=progress, desc="relax")
+    counts["n_materials"] = len(materials)
+    counts["n_done"] = len(load_results(out_dir, [m.material_id for m in materials]))
+    return counts
+
+
+__all__ = ["MIN_DISTANCE", "campaign_manifest", "claim_campaign", "closest_pair", "relax_material",
+           "run_discovery_relax"]
