@@ -32,6 +32,7 @@ from mlip.workflows.discovery.metrics import (  # noqa: E402
     classification_metrics,
     combined_performance_score,
     discovery_metrics,
+    guarded_stable_metrics,
     hull_distances,
 )
 from mlip.workflows.discovery.relax_campaign import run_discovery_relax  # noqa: E402
@@ -464,6 +465,21 @@ def test_metrics_follow_matbench_discovery(tmp_path):
     have = ~np.isnan(each_pred)
     assert ours["MAE"] == pytest.approx(np.abs(each_true - each_pred)[have].mean(), rel=1e-12)
     assert ours["missing_preds"] == 20
+
+    # The guarded version (used where matbench-discovery 1.3.1 divides by zero) agrees with it ...
+    guarded = guarded_stable_metrics(each_true, each_pred)
+    for key, value in theirs.items():
+        if key != "Accuracy":  # 1.3.1 divides by the non-missing count; see classification_metrics
+            assert guarded[key] == pytest.approx(float(value), rel=1e-12), key
+    assert guarded["Accuracy"] == pytest.approx(ours["Accuracy"], rel=1e-12)
+    # ... and gives NaN where no material is predicted stable, as the benchmark's current code.
+    none_stable = classification_metrics(each_true, np.abs(each_true) + 0.01)
+    assert math.isnan(none_stable["F1"]) and math.isnan(none_stable["Precision"])
+    assert none_stable["Recall"] == 0 and none_stable["TP"] == 0 and none_stable["FN"] == stable.sum()
+    assert none_stable["Accuracy"] == pytest.approx(1 - stable.mean(), rel=1e-12)
+    all_wrong = classification_metrics(each_true, -each_true)  # 1.3.1 raises ZeroDivisionError here
+    assert math.isnan(all_wrong["F1"]) and all_wrong["Precision"] == 0 and all_wrong["Recall"] == 0
+    assert all_wrong["Accuracy"] == 0 and all_wrong["TP"] == 0 and all_wrong["TN"] == 0
 
     # Hull distances on the fixed reference hull; > 5 eV/atom off is masked; unknown ids refused.
     ref = {"a": {"e_form_per_atom": -0.5, "e_above_hull": 0.1}, "b": {"e_form_per_atom": 0.2, "e_above_hull": -0.05}}

@@ -68,6 +68,39 @@ def hull_distances(predictions: Mapping[str, float], reference: Mapping[str, dic
             "e_form_pred": e_pred, "n_missing": n_missing, "n_masked": int(bad.sum())}
 
 
+def guarded_stable_metrics(each_true: np.ndarray, each_pred: np.ndarray) -> Dict[str, float]:
+    """The metrics of ``matbench_discovery.metrics.stable_metrics`` (stability threshold 0, NaN
+    predictions = unstable), with its current code's guards: a ratio whose denominator is zero is
+    NaN. Used where the installed release raises ZeroDivisionError; tested to agree with it
+    everywhere else."""
+    t = np.asarray(each_true, dtype=float)
+    p = np.asarray(each_pred, dtype=float)
+    have = ~np.isnan(p)
+    actual = t <= 0
+    predicted = have & (p <= 0)
+    tp, fn = float((actual & predicted).sum()), float((actual & ~predicted).sum())
+    fp, tn = float((~actual & predicted).sum()), float((~actual & ~predicted).sum())
+
+    def ratio(a, b):
+        return a / b if b > 0 else math.nan
+
+    pos, neg = tp + fn, tn + fp
+    prevalence = ratio(pos, pos + neg)
+    precision, recall = ratio(tp, tp + fp), ratio(tp, pos)
+    f1 = math.nan if not precision + recall > 0 else 2 * precision * recall / (precision + recall)
+    keep = have & ~np.isnan(t)
+    err = t[keep] - p[keep]
+    ss_tot = float(((t[keep] - t[keep].mean()) ** 2).sum()) if keep.any() else math.nan
+    return dict(
+        F1=f1, DAF=ratio(precision, prevalence) if prevalence > 0 else math.nan, Precision=precision,
+        Recall=recall, Accuracy=ratio(tp + tn, pos + neg), TPR=recall, FPR=ratio(fp, neg), TNR=ratio(tn, neg),
+        FNR=ratio(fn, pos), TP=tp, FP=fp, TN=tn, FN=fn,
+        MAE=float(np.abs(err).mean()) if keep.any() else math.nan,
+        RMSE=float(np.sqrt((err**2).mean())) if keep.any() else math.nan,
+        R2=1 - float((err**2).sum()) / ss_tot if keep.sum() > 1 and ss_tot > 0 else math.nan,
+    )
+
+
 def classification_metrics(each_true: np.ndarray, each_pred: np.ndarray) -> Dict[str, float]:
     """``matbench_discovery.metrics.stable_metrics`` (NaN predictions = unstable), Accuracy over
     all materials (see the module docstring), plus ``missing_preds``."""
@@ -83,7 +116,13 @@ def classification_metrics(each_true: np.ndarray, each_pred: np.ndarray) -> Dict
                          f"F1, precision and DAF need both stable and unstable materials")
     if int((~np.isnan(each_pred)).sum()) == 0:
         raise ValueError("no material has a prediction (every relaxation failed or is missing)")
-    raw = _stable_metrics()(pd.Series(each_true), pd.Series(each_pred), fillna=True)
+    stable_metrics = _stable_metrics()
+    try:
+        raw = stable_metrics(pd.Series(each_true), pd.Series(each_pred), fillna=True)
+    except ZeroDivisionError:
+        # matbench-discovery 1.3.1 divides by zero when no material is predicted stable (or
+        # none correctly); its current code returns NaN there, as guarded_stable_metrics does.
+        raw = guarded_stable_metrics(each_true, each_pred)
     out = {k: float(v) for k, v in raw.items()}
     out["Accuracy"] = (out["TP"] + out["TN"]) / len(each_true)
     out["missing_preds"] = int(np.isnan(each_pred).sum())
@@ -277,5 +316,5 @@ def format_summary(result: Dict[str, Any]) -> str:
 
 
 __all__ = ["CPS_RMSD_SCALE", "MASK_E_FORM_ERROR", "classification_metrics", "combined_performance_score",
-           "discovery_metrics", "format_summary", "hull_distances", "plot_hull_distances", "read_geo_opt",
+           "discovery_metrics", "format_summary", "guarded_stable_metrics", "hull_distances", "plot_hull_distances", "read_geo_opt",
            "structure_rmsd"]
