@@ -157,6 +157,24 @@ def test_mlip_train_command(tmp_path, samples, capsys):
     assert "unknown key(s) epochz" in capsys.readouterr().err
 
 
+def test_rotated_samples_carry_the_labels_of_the_rotated_structure(samples):
+    """Augmentation rotates labels as EMT itself sees the rotated structure: E unchanged, F → RF,
+    σ → RσRᵀ (EMT is exactly rotation invariant, so only rounding separates the two)."""
+    from mlip.training.augmentation import RotatedSample, random_rotation
+
+    rng = np.random.default_rng(3)
+    for sample in samples[:3]:
+        rotation = random_rotation(rng)
+        assert np.allclose(rotation @ rotation.T, np.eye(3), atol=1e-12) and np.isclose(np.linalg.det(rotation), 1)
+        rotated = RotatedSample(sample, rotation)
+        atoms = rotated.atoms.copy()
+        atoms.calc = EMT()
+        assert atoms.get_potential_energy() == pytest.approx(rotated.energy, abs=1e-9)
+        assert np.allclose(atoms.get_forces(), rotated.forces, atol=1e-9)
+        assert np.allclose(atoms.get_stress(), rotated.stress, atol=1e-9)
+        assert not np.allclose(rotated.forces, sample.get_forces(), atol=1e-3)  # it did rotate
+
+
 def test_two_processes_give_the_same_update_as_one(tmp_path, samples):
     """torchrun with 2 CPU processes (gloo) trains to the same weights as one process on the same
     global batches (float64: only the order of floating-point sums differs)."""
@@ -170,7 +188,8 @@ def test_two_processes_give_the_same_update_as_one(tmp_path, samples):
     ase.io.write(data, samples[:24])
     cfgs = {}
     for name in ("one", "two"):
-        cfg = config(tmp_path, name, epochs=2, dtype="float64", eval_dtype="float64").to_dict()
+        # With rotation augmentation: each structure's orientation must not depend on the process count.
+        cfg = config(tmp_path, name, epochs=2, dtype="float64", eval_dtype="float64", augment_rotations=True).to_dict()
         cfg["data"]["train"] = str(data)
         cfg["data"]["valid_fraction"] = 0.25
         cfgs[name] = tmp_path / f"{name}.yaml"

@@ -69,6 +69,9 @@ class TrainConfig:
     device: str = "cpu"
     out_dir: str = "training"
     max_minutes: Optional[float] = None
+    #: present every training structure in a random orientation (for models that are not exactly
+    #: rotation invariant, such as the Platonic Transformer); validation data are not rotated
+    augment_rotations: bool = False
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":

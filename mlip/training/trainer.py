@@ -27,6 +27,7 @@ import torch
 
 from mlip.checkpoint import atomic_write, save_potential
 from mlip.workflows.json_io import write_json
+from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.evaluation import evaluate
@@ -264,6 +265,10 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
             # sums divided by global counts and the gradients are summed, so the update equals
             # that of one process on the whole batch.
             chunk = [train_samples[i] for i in batch[dist.rank::dist.world_size]]
+            if config.augment_rotations:  # the same rotations whatever the number of processes
+                rotations = rotate_batch([train_samples[i] for i in batch],
+                                         np.random.default_rng([config.seed, epoch, b, 1]))
+                chunk = rotations[dist.rank::dist.world_size]
             optimizer.zero_grad(set_to_none=True)
             if chunk:
                 graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype, device=device)
