@@ -1,0 +1,311 @@
+"""Our models next to a MACE model trained on the same data with the same wall-clock budget.
+
+    python benchmarks/mace_baseline.py --train emt-train.xyz --test emt-test.xyz --minutes 60 \\
+        --mace-python /work/venvs/mace/bin/python --ours platonic-emt --ours equiformer_v3-emt --out mace-run/
+
+Run with the package's Python. MACE (mace-torch, never a dependency of this package: it pins
+e3nn 0.4.4 and installs top-level ``tests``/``scripts`` packages) lives in its own virtualenv, whose
+Python runs ``benchmarks/mace_helper.py`` in subprocesses; see benchmarks/README.md for the setup.
+
+1. MACE is trained with its own ``mace_run_train`` on ``--train`` (validation fraction 0.1, seed 0;
+   a small CPU model by default, see ``mace_arguments``) for ``--minutes`` of wall-clock time,
+   counted from the start of MACE's training loop like ``mlip train``'s ``max_minutes``; the epoch
+   running when the budget is spent stops after its current batch, is validated and checkpointed,
+   and MACE saves its best checkpoint as a model (details in mace_helper.py). ``--mace-model``
+   skips training and uses a model file that exists.
+2. Test errors on ``--test`` in float64, for MACE (``MACECalculator(..., default_dtype="float64")``,
+   predictions written to JSON by the helper) and for each ``--ours`` (a shipped model's name or a
+   checkpoint path; ``mlip.training.evaluation.evaluate(potential, samples, dtype="float64")``),
+   both with :func:`mlip.training.evaluation.error_metrics`: MAE/RMSE of energy per atom
+   (meV/atom), force components (meV/Å), stress components (meV/Å³; structures with a stress label).
+3. Cost of an MD step: energy + forces + stress in float32 on the CPU, positions moved by
+   σ = 1e-3 Å before every call (nothing cached, neighbour list rebuilt), median of ``--repeats``
+   calls after ``--warmup`` calls, on a 256-atom fcc Cu cell (a = 3.61 Å, cubic × 4) and a 500-atom
+   Cu–Au solid solution (a = 3.75 Å, cubic × 5, 50 % Au at random with default_rng(0), rattled
+   0.05 Å with seed 1). The same structures (written to OUT/md_cells.xyz) go to both programs.
+
+Threads: ``OMP_NUM_THREADS`` from the environment (or ``--threads``, which sets it for the MACE
+subprocesses and ``torch.set_num_threads`` here); the table states the thread counts each side used.
+Timings are taken one after the other in one run: compare the ratios, not absolute times across runs.
+
+Writes OUT/mace_baseline.json and OUT/mace_baseline.md (the table printed at the end), OUT/mace/
+(MACE's work folder: log, checkpoints, model, budget report, predictions, timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HELPER = Path(__file__).resolve().with_name("mace_helper.py")
+MACE_NAME = "mace_baseline"
+SIZES = (256, 500)
+
+
+def mace_arguments(train: Path, work_dir: Path) -> list:
+    """mace_run_train arguments (mace-torch 0.3.16): a small CPU model, ASE's label keys, no Stage Two
+    (SWA needs to know the number of epochs in advance, which a wall-clock budget does not)."""
+    return [
+        "--name", MACE_NAME, "--seed", "0", "--work_dir", str(work_dir),
+        "--train_file", str(train), "--valid_fraction", "0.1",
+        "--energy_key", "energy", "--forces_key", "forces", "--stress_key", "stress",
+        "--model", "MACE", "--num_channels", "32", "--max_L", "1", "--correlation", "3",
+        "--num_interactions", "2", "--r_max", "5.0",
+        "--E0s", "average",  # 0.3.16: least-squares per-element energies (as our trainer fits); "estimated" needs a foundation model
+        "--loss", "stress", "--energy_weight", "1", "--forces_weight", "10", "--stress_weight", "10",
+        "--compute_stress", "True", "--error_table", "PerAtomRMSEstressvirials",
+        "--batch_size", "8", "--valid_batch_size", "16", "--lr", "0.01", "--amsgrad",
+        "--ema", "--ema_decay", "0.99",
+        "--max_num_epochs", "1000000", "--patience", "1000000",  # the wall-clock budget stops it
+        "--default_dtype", "float32", "--device", "cpu", "--plot", "False", "--pin_memory", "False",
+    ]
+
+
+def md_cells():
+    from ase.build import bulk
+
+    cu = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(4)
+    cuau = bulk("Cu", "fcc", a=3.75, cubic=True).repeat(5)
+    rng = np.random.default_rng(0)
+    symbols = np.array(cuau.get_chemical_symbols())
+    symbols[rng.permutation(len(cuau))[: len(cuau) // 2]] = "Au"
+    cuau.set_chemical_symbols(symbols.tolist())
+    cuau.rattle(0.05, seed=1)
+    assert [len(cu), len(cuau)] == list(SIZES)
+    return [cu, cuau]
+
+
+def time_steps(calc, atoms, warmup: int, repeats: int):
+    """Median seconds per energy+forces+stress call; the same loop as mace_helper.py's ``time``."""
+    atoms = atoms.copy()
+    atoms.calc = calc
+    rng = np.random.default_rng(0)
+    times = []
+    for k in range(warmup + repeats):
+        atoms.positions += rng.normal(scale=1e-3, size=atoms.positions.shape)
+        t0 = time.perf_counter()
+        atoms.get_potential_energy()
+        atoms.get_forces()
+        atoms.get_stress()
+        if k >= warmup:
+            times.append(time.perf_counter() - t0)
+    return float(np.median(times)), times
+
+
+def mace_predictions(pred_json: Path, samples) -> dict:
+    """The dict :func:`mlip.training.evaluation.predictions` returns, from the helper's JSON: stress
+    counted where the structure has a stress label and the prediction is finite, as there."""
+    from mlip.training.samples import labels_of
+
+    preds = json.loads(pred_json.read_text())["predictions"]
+    if len(preds) != len(samples):
+        raise RuntimeError(f"{pred_json}: {len(preds)} predictions for {len(samples)} test structures")
+    e_pred, e_ref, f_pred, f_ref, f_z, s_pred, s_ref = [], [], [], [], [], [], []
+    for k, (atoms, p) in enumerate(zip(samples, preds)):
+        lab = labels_of(atoms, f"test structure {k}")
+        n = len(atoms)
+        e_pred.append(p["energy"] / n)
+        e_ref.append(lab.energy / n)
+        if lab.forces is not None:
+            f_pred.append(np.asarray(p["forces"], dtype=float).reshape(-1))
+            f_ref.append(lab.forces.reshape(-1))
+            f_z.append(np.repeat(atoms.numbers, 3))
+        if lab.stress is not None and p["stress"] is not None and np.all(np.isfinite(p["stress"])):
+            s_pred.append(np.asarray(p["stress"], dtype=float))
+            s_ref.append(lab.stress)
+
+    def cat(parts):
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    return {"energy": (np.array(e_pred), np.array(e_ref)),
+            "forces": (cat(f_pred), cat(f_ref), cat(f_z).astype(int)),
+            "stress": (cat(s_pred), cat(s_ref))}
+
+
+def run_helper(mace_python, args, log: Path, env) -> None:
+    cmd = [mace_python, str(HELPER)] + [str(a) for a in args]
+    with open(log, "a") as fh:
+        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode != 0:
+        tail = log.read_text().splitlines()[-30:]
+        raise SystemExit(f"MACE helper failed (exit {proc.returncode}): {shlex.join(cmd)}\n"
+                         f"last lines of {log}:\n" + "\n".join(tail))
+
+
+def training_info(potential) -> dict:
+    meta = getattr(potential, "metadata", None) or {}
+    info = {"trained": meta.get("trained")}
+    training = meta.get("training") or {}
+    config = training.get("config") or {}
+    if config.get("max_minutes") is not None:
+        info["max_minutes"] = config["max_minutes"]
+    for key in ("n_train", "n_valid"):
+        if key in training:
+            info[key] = training[key]
+    if "epoch" in meta:
+        info["epochs"] = meta["epoch"]
+    return info
+
+
+def fmt(x, digits=1):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:.{digits}f}"
+
+
+def table(rows) -> str:
+    head = ("| model | params | E MAE (meV/atom) | F MAE (meV/Å) | S MAE (meV/Å³) | ms/step 256 | ms/step 500 "
+            "| atom·steps/s 256 | atom·steps/s 500 | cost vs MACE 256 | cost vs MACE 500 | aim met |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        m, t = r["test"], r["md"]
+        lines.append(
+            f"| {r['model']} | {r['n_parameters']:,} | {fmt(m.get('energy_mae_meV_per_atom'), 2)} "
+            f"| {fmt(m.get('forces_mae_meV_per_A'), 1)} | {fmt(m.get('stress_mae_meV_per_A3'), 2)} "
+            f"| {fmt(t['256']['ms_per_step'])} | {fmt(t['500']['ms_per_step'])} "
+            f"| {fmt(t['256']['atom_steps_per_s'], 0)} | {fmt(t['500']['atom_steps_per_s'], 0)} | {fmt(r.get('cost_vs_mace_256'), 2)} "
+            f"| {fmt(r.get('cost_vs_mace_500'), 2)} | {r.get('aim_met', '–')} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train", required=True, help="training extxyz (ASE's energy/forces/stress labels)")
+    p.add_argument("--test", required=True, help="test extxyz")
+    p.add_argument("--minutes", type=float, default=60.0, help="MACE's wall-clock training budget (default 60)")
+    p.add_argument("--mace-python", default="/work/venvs/mace/bin/python", help="Python of the MACE virtualenv")
+    p.add_argument("--ours", action="append", default=[], metavar="NAME_OR_PATH",
+                   help="our model: shipped name or checkpoint path; repeatable")
+    p.add_argument("--out", default="mace-run", help="output folder (default mace-run)")
+    p.add_argument("--mace-model", default=None, help="use this trained MACE .model instead of training one")
+    p.add_argument("--mace-extra", default="", help="extra mace_run_train arguments (override the defaults)")
+    p.add_argument("--threads", type=int, default=None, help="threads for both (default: OMP_NUM_THREADS / torch's)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=10)
+    args = p.parse_args(argv)
+
+    import ase.io
+    import torch
+
+    import mlip
+    from mlip.training.evaluation import error_metrics, evaluate
+
+    env = dict(os.environ)
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    mace_dir = out / "mace"
+    train, test = Path(args.train).resolve(), Path(args.test).resolve()
+    test_samples = ase.io.read(test, index=":")
+    n_train = len(ase.io.read(train, index=":"))
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "mace.log"
+    log.write_text("")  # the MACE helpers' output of this run
+    cells_path = out / "md_cells.xyz"
+    cells = md_cells()
+    ase.io.write(cells_path, cells, format="extxyz")
+    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
+              "train": str(train), "test": str(test), "n_train": n_train, "n_test": len(test_samples),
+              "minutes": args.minutes, "threads_here": torch.get_num_threads(), "torch": torch.__version__,
+              "mlip": mlip.__version__, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS"), "models": []}
+
+    # --- MACE: train within the budget, predict the test set (float64), time MD steps (float32)
+    if args.mace_model:
+        model_path = Path(args.mace_model).resolve()
+        budget = None
+    else:
+        if mace_dir.exists():  # stale checkpoints would be picked up by MACE's load_latest
+            shutil.rmtree(mace_dir)
+        mace_dir.mkdir(parents=True)
+        mace_args = mace_arguments(train, mace_dir.resolve()) + shlex.split(args.mace_extra)
+        print(f"training MACE for {args.minutes} min (log: {log}) ...", flush=True)
+        t0 = time.time()
+        run_helper(args.mace_python, ["train", "--budget-s", args.minutes * 60, "--report",
+                                      mace_dir / "budget.json", "--"] + mace_args, log, env)
+        budget = json.loads((mace_dir / "budget.json").read_text())
+        budget["wall_s_including_setup"] = time.time() - t0
+        model_path = mace_dir / f"{MACE_NAME}.model"
+        if not model_path.exists():
+            raise SystemExit(f"MACE wrote no {model_path}; see {log}")
+        print(f"MACE: {budget['batches']} batches = {budget['epochs_equivalent']:.2f} epochs in "
+              f"{budget['train_loop_s']:.0f} s of training loop ({budget['wall_s_including_setup']:.0f} s in all)",
+              flush=True)
+    mace_dir.mkdir(parents=True, exist_ok=True)
+    run_helper(args.mace_python, ["predict", "--model", model_path, "--structures", test,
+                                  "--out", mace_dir / "test_predictions.json"], log, env)
+    pred_json = json.loads((mace_dir / "test_predictions.json").read_text())
+    run_helper(args.mace_python, ["time", "--model", model_path, "--structures", cells_path,
+                                  "--out", mace_dir / "timing.json", "--warmup", args.warmup,
+                                  "--repeats", args.repeats], log, env)
+    mace_timing = json.loads((mace_dir / "timing.json").read_text())
+    mace_row = {"model": "MACE", "source": str(model_path), "n_parameters": pred_json["n_parameters"],
+                "test": error_metrics(mace_predictions(mace_dir / "test_predictions.json", test_samples)),
+                "md": {}, "threads": mace_timing["torch_threads"], "training": budget}
+    for r in mace_timing["rows"]:
+        mace_row["md"][str(r["atoms"])] = {"ms_per_step": 1e3 * r["s_per_step"],
+                                           "atom_steps_per_s": r["atoms"] / r["s_per_step"], "all_s": r["all_s"]}
+    rows = [mace_row]
+
+    # --- ours
+    for spec in args.ours:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            potential = mlip.load_potential(spec)
+            calc = mlip.load_calculator(spec, device="cpu", dtype="float32")
+        row = {"model": spec, "n_parameters": int(sum(q.numel() for q in potential.parameters())),
+               "training": training_info(potential), "threads": torch.get_num_threads()}
+        row["test"] = evaluate(potential, test_samples, dtype="float64")
+        row["md"] = {}
+        for atoms in cells:
+            sec, all_s = time_steps(calc, atoms, args.warmup, args.repeats)
+            row["md"][str(len(atoms))] = {"ms_per_step": 1e3 * sec, "atom_steps_per_s": len(atoms) / sec,
+                                          "all_s": all_s}
+        for n in SIZES:
+            row[f"cost_vs_mace_{n}"] = row["md"][str(n)]["ms_per_step"] / mace_row["md"][str(n)]["ms_per_step"]
+        keys = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")
+        as_accurate = all(not math.isfinite(mace_row["test"][k]) or row["test"][k] <= mace_row["test"][k]
+                          for k in keys)
+        cheaper = all(row[f"cost_vs_mace_{n}"] < 1 for n in SIZES)
+        row["as_accurate_as_mace"], row["cheaper_than_mace"] = as_accurate, cheaper
+        row["aim_met"] = "yes" if as_accurate and cheaper else (
+            "accuracy only" if as_accurate else "cost only" if cheaper else "no")
+        rows.append(row)
+        print(f"{spec}: evaluated", flush=True)
+
+    result["models"] = rows
+    text = table(rows)
+    notes = [
+        f"Test set {test.name} ({len(test_samples)} structures). "
+        + (f"MACE trained on {train.name} ({n_train} structures, 10 % for validation) for {args.minutes:g} min of "
+           f"training loop ({budget['epochs_equivalent']:.2f} epochs)." if budget
+           else f"MACE model given with --mace-model ({model_path.name}); its training is not described here."),
+        "Errors: float64, MAE of energy per atom, force components and stress components (structures with a stress "
+        "label). MD step: energy + forces + stress, float32, median of "
+        f"{args.repeats} calls after {args.warmup}; threads: MACE {mace_row['threads']}, ours {torch.get_num_threads()}. "
+        "cost vs MACE = our ms/step ÷ MACE's (below 1 is cheaper). aim met: every MAE ≤ MACE's and cheaper at both sizes.",
+    ]
+    md = "# MACE baseline\n\n" + text + "\n\n" + "\n\n".join(notes) + "\n"
+    print()
+    print(md)
+    (out / "mace_baseline.md").write_text(md)
+    (out / "mace_baseline.json").write_text(json.dumps(result, indent=1, default=float))
+    print(f"wrote {out / 'mace_baseline.json'} and {out / 'mace_baseline.md'}")
+
+
+if __name__ == "__main__":
+    main()
