@@ -1,10 +1,17 @@
 """Models that ship with the package, loadable offline by name.
 
-Trained weights live in ``mlip/models/pretrained/<name>.safetensors``. Until trained models ship,
-the registry holds *untrained* entries: fixed-seed, randomly initialised potentials covering the
-seven EMT metals, for trying the workflows. They are labelled untrained everywhere they appear
-(name, a warning on load, ``potential.metadata["trained"] = False``); their energies are not
-physical.
+Trained weights live in ``mlip/models/pretrained/<name>.safetensors``, each with its model card
+``<name>.md`` and the measured numbers behind it ``<name>.json``:
+
+* ``equiformer_v3-emt``: EquiformerV3 trained on the EMT reference data (the default: exactly
+  rotation invariant and the more accurate of the two);
+* ``platonic-emt``: the Platonic Transformer trained on the same data (about 2× faster per MD step,
+  invariant only to its tetrahedral group: its energy changes under other rotations).
+
+Both reproduce ASE's EMT for Al, Cu, Ag, Au, Ni, Pd, Pt (bulk, surfaces, clusters), not DFT.
+The registry also holds an *untrained* entry, ``platonic-untrained`` (fixed-seed random weights),
+labelled untrained everywhere it appears (name, a warning on load,
+``potential.metadata["trained"] = False``); its energies are not physical.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ from typing import Dict, List
 EMT_ELEMENTS = ["Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt"]
 
 #: name → file name of a trained checkpoint inside ``mlip/models/pretrained/``
-TRAINED: Dict[str, str] = {}
+TRAINED: Dict[str, str] = {
+    "platonic-emt": "platonic-emt.safetensors",
+    "equiformer_v3-emt": "equiformer_v3-emt.safetensors",
+}
 
 #: name → create_model arguments of an untrained (randomly initialised, fixed seed) model
 UNTRAINED: Dict[str, dict] = {
@@ -24,7 +34,7 @@ UNTRAINED: Dict[str, dict] = {
 }
 
 #: the model the command line uses when ``--model`` is not given
-DEFAULT_MODEL = "platonic-untrained"
+DEFAULT_MODEL = "equiformer_v3-emt"
 
 
 class UntrainedModelWarning(UserWarning):

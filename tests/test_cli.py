@@ -46,12 +46,14 @@ def rattled_cu(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- info / create
-def test_info_default_model_says_untrained(capsys):
+def test_info_default_and_untrained_models(capsys):
     code, out, err = run(capsys, "info", "default")
     assert code == 0
     assert "platonic" in out and "Cu" in out and "cutoff" in out and "parameters" in out
     assert "package version" in out and "hyperparameters:" in out and "metadata:" in out
-    assert "trained:" in out and "NO" in out
+    assert "UNTRAINED" not in err
+    code, out, err = run(capsys, "info", "platonic-untrained")
+    assert code == 0 and "trained:" in out and "NO" in out
     assert "UNTRAINED" in err
 
 
@@ -187,9 +189,10 @@ def test_relax_default_output_name_and_no_cell_filter(rattled_cu, tmp_path, caps
     assert "positions only" in out
 
 
-def test_relax_default_model_says_untrained(tmp_path, capsys):
+def test_relax_untrained_model_says_so(tmp_path, capsys):
     out_path = tmp_path / "cu.extxyz"
-    code, out, err = run(capsys, "relax", CU_CIF, "--steps", "2", "--threads", "1", "-o", out_path)
+    code, out, err = run(capsys, "relax", CU_CIF, "--model", "platonic-untrained", "--steps", "2", "--threads", "1",
+                         "-o", out_path)
     assert code == 0, err
     assert "NOTE: model 'platonic-untrained' is UNTRAINED (random weights)" in err
     assert out_path.is_file() and "float64" in out  # relaxations default to float64
@@ -230,9 +233,11 @@ def test_md_default_model_float32(tmp_path, capsys):
     code, out, err = run(capsys, "md", CU_CIF, "--steps", "4", "--log-interval", "2", "--threads", "1",
                          "--out-dir", tmp_path / "md")
     assert code == 0, err
-    assert "UNTRAINED" in err and "float32" in out
+    assert "UNTRAINED" not in err and "float32" in out
     summary = json.loads((tmp_path / "md" / "md_summary.json").read_text())
-    assert summary["untrained"] is True and summary["model"] == "platonic-untrained"
+    from mlip import pretrained
+
+    assert summary["untrained"] is False and summary["model"] == pretrained.DEFAULT_MODEL
 
 
 def test_md_npt_on_a_molecule_is_a_clean_error(tmp_path, capsys):

@@ -65,3 +65,15 @@ def test_subpackages_import_from_one_namespace(monkeypatch):
 
     if not torch.cuda.is_available():
         assert mlip.kernels.cuda_kernels_available() is False
+
+
+def test_wheel_ships_the_trained_models_with_their_cards(wheel):
+    from mlip import pretrained
+
+    zf = zipfile.ZipFile(wheel)
+    sizes = {info.filename: info.file_size for info in zf.infolist()}
+    assert pretrained.TRAINED
+    for name, filename in pretrained.TRAINED.items():
+        for part in (filename, f"{name}.md", f"{name}.json"):
+            assert f"mlip/models/pretrained/{part}" in sizes, part
+        assert sizes[f"mlip/models/pretrained/{filename}"] < 5_000_000  # "a few MB at most"

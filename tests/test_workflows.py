@@ -90,12 +90,18 @@ def test_resolve_calculator_accepts_all_forms(tmp_path, one_thread):
         calc = resolve_calculator(spec, device="cpu", dtype="float32")
         assert isinstance(calc, MLIPCalculator) and calc.dtype == torch.float32
         assert calc.potential.species == ["Cu"]
-    # shipped names, including "default": untrained, and says so
+    # shipped names: "default" is a trained model; an untrained one says so
+    import warnings
+
     for name in ("default", mlip.pretrained.DEFAULT_MODEL):
-        with pytest.warns(UntrainedModelWarning):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UntrainedModelWarning)
             calc = resolve_calculator(name, device="cpu")
-        assert isinstance(calc, MLIPCalculator)
-        assert is_untrained(calc)
+        assert isinstance(calc, MLIPCalculator) and not is_untrained(calc)
+    with pytest.warns(UntrainedModelWarning):
+        calc = resolve_calculator("platonic-untrained", device="cpu")
+    assert isinstance(calc, MLIPCalculator)
+    assert is_untrained(calc)
     atoms = bulk("Cu", "fcc", a=3.61)
     atoms.calc = calc
     assert np.isfinite(atoms.get_potential_energy())

@@ -1,0 +1,163 @@
+"""Architecture ablations with the training pipeline: same data, same wall-clock budget per variant.
+
+    python benchmarks/ablations.py --train emt-train.xyz --test emt-test.xyz --minutes 8 --out ablations
+    python benchmarks/ablations.py ... --only eqv3-gate eqv3-separate     # a subset (e.g. one per core)
+    python benchmarks/ablations.py --out ablations --report                # the table of finished variants
+
+Each variant starts from the shipped model's training config (``examples/train_*_emt.yaml``) with
+one switch changed, trains on the first ``--n-train`` structures of the training file (validation,
+which picks the best epoch: the next ``--n-valid``) for ``--minutes`` of wall-clock time, and is
+then evaluated on the first ``--n-test`` structures of the test file (float64). The cosine schedule
+needs a number of epochs: it is set from a timed probe of the variant's training steps so that the
+schedule ends near the budget (``max_minutes`` stops it in any case). Results go to
+``OUT/<variant>/result.json`` (written when the variant finishes, so a rerun skips it) and the
+table to ``OUT/ablations.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PLATONIC = ROOT / "examples" / "train_platonic_emt.yaml"
+EQUIFORMER = ROOT / "examples" / "train_equiformer_v3_emt.yaml"
+
+#: name → (base config, model overrides, what it tests)
+VARIANTS = {
+    "platonic-T-softmax": (PLATONIC, {}, "Platonic: shipped settings (tetrahedral, softmax)"),
+    "platonic-O-softmax": (PLATONIC, {"group": "octahedral"}, "Platonic: octahedral group (24 frames)"),
+    "platonic-T-linear": (PLATONIC, {"attention": "linear"}, "Platonic: linear attention"),
+    "eqv3-swiglu-merged": (EQUIFORMER, {}, "EquiformerV3: shipped settings (SwiGLU-S², merged norm)"),
+    "eqv3-gate-merged": (EQUIFORMER, {"activation": "gate"}, "EquiformerV3: gate activation"),
+    "eqv3-swiglu-separate": (EQUIFORMER, {"norm": "separate"}, "EquiformerV3: separate layer norm"),
+}
+KEYS = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")
+
+
+def variant_config(name: str, out: Path, minutes: float, epochs: int) -> dict:
+    from mlip.yaml_io import read_yaml
+
+    base, overrides, _ = VARIANTS[name]
+    cfg = read_yaml(base, "training config")
+    cfg["model"].update(overrides)
+    cfg.update(epochs=int(epochs), max_minutes=float(minutes) * 1.15, out_dir=str(out / name))
+    cfg["data"] = {}
+    return cfg
+
+
+def seconds_per_step(cfg: dict, samples, n_steps: int = 6) -> float:
+    """Time of one training step (forward, forces, stress, backward, AdamW) on this variant."""
+    import mlip
+    from mlip.models import create_model
+    from mlip.training import TrainConfig
+    from mlip.training.samples import atoms_of
+    from mlip.training.trainer import _batch_targets, loss_terms
+
+    config = TrainConfig.from_dict(cfg)
+    args = dict(config.model)
+    potential = create_model(args.pop("name"), seed=0, **args).float()
+    opt = torch.optim.AdamW(potential.parameters(), 1e-4)
+    bs = config.batch_size
+    times = []
+    for b in range(n_steps + 1):
+        chunk = samples[b * bs:(b + 1) * bs]
+        t0 = time.perf_counter()
+        graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=torch.float32)
+        out = potential(graph, compute_forces=True, compute_stress=True, create_graph=True)
+        loss, _ = loss_terms(out, _batch_targets(chunk, torch.float32, "cpu"), 1.0, config)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if b:
+            times.append(time.perf_counter() - t0)
+    return float(np.mean(times))
+
+
+def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> dict:
+    from mlip.checkpoint import load_potential
+    from mlip.training import TrainConfig, train
+    from mlip.training.evaluation import evaluate
+
+    out = Path(args.out)
+    probe = variant_config(name, out, args.minutes, 1)
+    step = seconds_per_step(probe, train_samples)
+    steps_per_epoch = math.ceil(len(train_samples) / probe["batch_size"])
+    # ~8% of the time goes to validation passes; keep at least one epoch.
+    epochs = max(1, int(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
+    cfg = variant_config(name, out, args.minutes, epochs)
+    t0 = time.perf_counter()
+    result = train(TrainConfig.from_dict(cfg), train_samples, valid_samples, progress=False)
+    minutes = (time.perf_counter() - t0) / 60
+    metrics = evaluate(load_potential(result.best), test_samples, batch_size=16, dtype="float64")
+    record = {"variant": name, "what": VARIANTS[name][2], "model": cfg["model"], "epochs_planned": epochs,
+              "epochs_run": result.epochs_run, "minutes": minutes, "seconds_per_step": step,
+              "n_parameters": sum(p.numel() for p in load_potential(result.best).parameters()),
+              "n_train": len(train_samples), "n_test": len(test_samples),
+              "test": {k: metrics[k] for k in KEYS}}
+    from mlip.workflows.json_io import write_json
+
+    write_json(out / name / "result.json", record)
+    return record
+
+
+def report(out: Path) -> str:
+    rows = []
+    for name in VARIANTS:
+        path = out / name / "result.json"
+        if path.is_file():
+            rows.append(json.loads(path.read_text()))
+    lines = ["| variant | what changes | params | s/step | epochs | energy MAE (meV/atom) | force MAE (meV/Å) | "
+             "stress MAE (meV/Å³) |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t = r["test"]
+        lines.append(f"| {r['variant']} | {r['what']} | {r['n_parameters']:,} | {r['seconds_per_step']:.2f} | "
+                     f"{r['epochs_run']} | {t[KEYS[0]]:.1f} | {t[KEYS[1]]:.1f} | {t[KEYS[2]]:.2f} |")
+    if rows:
+        r = rows[0]
+        lines += ["", f"Each variant: {r['n_train']} training structures, {r['minutes']:.1f}-ish minutes of "
+                  f"wall-clock time on one CPU thread, errors on {r['n_test']} test structures (float64)."]
+    text = "\n".join(lines) + "\n"
+    (out / "ablations.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", default="emt-train.xyz")
+    parser.add_argument("--test", default="emt-test.xyz")
+    parser.add_argument("--minutes", type=float, default=8.0)
+    parser.add_argument("--n-train", type=int, default=1200)
+    parser.add_argument("--n-valid", type=int, default=150)
+    parser.add_argument("--n-test", type=int, default=500)
+    parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS))
+    parser.add_argument("--out", default="ablations")
+    parser.add_argument("--report", action="store_true", help="only write the table of finished variants")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.report:
+        from mlip.data import read_dataset
+
+        train_all = list(read_dataset(args.train))
+        train_samples = train_all[:args.n_train]
+        valid_samples = train_all[args.n_train:args.n_train + args.n_valid]
+        test_samples = list(read_dataset(args.test))[:args.n_test]
+        for name in args.only or list(VARIANTS):
+            if (out / name / "result.json").is_file():
+                print(f"{name}: done already")
+                continue
+            record = run_variant(name, args, train_samples, valid_samples, test_samples)
+            print(name, json.dumps(record["test"]), flush=True)
+    print(report(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""The shipped trained models: each loads offline by name and reproduces its model card's errors."""
+
+import json
+import math
+
+import pytest
+
+import mlip
+from mlip import pretrained
+from mlip.training.evaluation import evaluate
+
+KEYS = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")
+
+
+def test_trained_models_are_shipped():
+    assert {"platonic-emt", "equiformer_v3-emt"} <= set(pretrained.TRAINED)
+    assert pretrained.DEFAULT_MODEL in pretrained.TRAINED
+    for name, filename in pretrained.TRAINED.items():
+        folder = pretrained.pretrained_dir()
+        for path in (folder / filename, folder / f"{name}.md", folder / f"{name}.json"):
+            assert path.is_file(), path
+
+
+@pytest.fixture(scope="module")
+def card_samples():
+    from mlip.data.emt import generate_emt_dataset
+
+    cache = {}
+
+    def get(n, seed):
+        if (n, seed) not in cache:
+            cache[n, seed] = generate_emt_dataset(n, seed=seed, progress=False)
+        return cache[n, seed]
+
+    return get
+
+
+@pytest.mark.parametrize("name", sorted(pretrained.TRAINED))
+def test_shipped_model_reproduces_its_card(name, card_samples):
+    card = json.loads((pretrained.pretrained_dir() / f"{name}.json").read_text())
+    potential = pretrained.load(name)
+    assert potential.metadata["trained"] is True
+    assert sum(p.numel() for p in potential.parameters()) == card["n_parameters"]
+    sample = card["card_sample"]
+    metrics = evaluate(potential, card_samples(sample["n"], sample["seed"]), batch_size=16, dtype="float64")
+    for key in KEYS:
+        # float64 evaluation: only the order of floating-point sums differs between machines.
+        assert metrics[key] == pytest.approx(sample["metrics"][key], rel=1e-6), key
+    # The card's Markdown states the test-set numbers of its JSON.
+    text = (pretrained.pretrained_dir() / f"{name}.md").read_text()
+    mae = card["test"]["metrics"]["forces_mae_meV_per_A"]
+    assert math.isfinite(mae) and (f"{mae:.1f}" in text or f"{mae:.2f}" in text)
+
+
+@pytest.mark.parametrize("name", sorted(pretrained.TRAINED))
+def test_shipped_calculator_by_name(name):
+    from ase.build import bulk
+
+    atoms = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(2)
+    atoms.rattle(0.02, seed=0)
+    atoms.calc = mlip.load_calculator(name, dtype="float64")
+    e, f = atoms.get_potential_energy(), atoms.get_forces()
+    assert math.isfinite(e) and abs(f.sum(axis=0)).max() < 1e-9  # Newton's third law
+    # EMT's cohesive energy scale: the model is trained, so it lands near EMT's energy, not at random.
+    from ase.calculators.emt import EMT
+
+    ref = atoms.copy()
+    ref.calc = EMT()
+    assert abs(e - ref.get_potential_energy()) / len(atoms) < 0.05
