@@ -64,7 +64,9 @@ def load(name: str):
     if name == "default":
         name = DEFAULT_MODEL
     if name in TRAINED:
-        return load_potential(pretrained_dir() / TRAINED[name])
+        potential = load_potential(pretrained_dir() / TRAINED[name])
+        potential.metadata = dict(potential.metadata, name=name)  # how it is labelled in outputs
+        return potential
     if name in UNTRAINED:
         args = dict(UNTRAINED[name])
         potential = create_model(args.pop("name"), **args)

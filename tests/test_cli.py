@@ -49,7 +49,7 @@ def rattled_cu(tmp_path):
 def test_info_default_and_untrained_models(capsys):
     code, out, err = run(capsys, "info", "default")
     assert code == 0
-    assert "platonic" in out and "Cu" in out and "cutoff" in out and "parameters" in out
+    assert "equiformer_v3" in out and "Cu" in out and "cutoff" in out and "parameters" in out
     assert "package version" in out and "hyperparameters:" in out and "metadata:" in out
     assert "UNTRAINED" not in err
     code, out, err = run(capsys, "info", "platonic-untrained")
