@@ -202,6 +202,7 @@ def main(argv=None):
     import torch
 
     import mlip
+    from mlip.workflows.model_loading import potential_of
     from mlip.training.evaluation import error_metrics, evaluate
 
     env = dict(os.environ)
@@ -227,7 +228,9 @@ def main(argv=None):
     # --- MACE: train within the budget, predict the test set (float64), time MD steps (float32)
     if args.mace_model:
         model_path = Path(args.mace_model).resolve()
-        budget = None
+        # a model trained by this script keeps its budget record beside it
+        record = model_path.parent / "budget.json"
+        budget = json.loads(record.read_text()) if record.is_file() else None
     else:
         if mace_dir.exists():  # stale checkpoints would be picked up by MACE's load_latest
             shutil.rmtree(mace_dir)
@@ -265,7 +268,8 @@ def main(argv=None):
     for spec in args.ours:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            potential = mlip.load_potential(spec)
+            # Two separate loads: evaluation casts its potential to float64, timing runs in float32.
+            potential = potential_of(mlip.load_calculator(spec, device="cpu", dtype="float64"))
             calc = mlip.load_calculator(spec, device="cpu", dtype="float32")
         row = {"model": spec, "n_parameters": int(sum(q.numel() for q in potential.parameters())),
                "training": training_info(potential), "threads": torch.get_num_threads()}

@@ -36,7 +36,8 @@ args = parser.parse_args()
 out = Path(args.out_dir)
 bench = out / f"benchmark-seed{args.seed}-n{args.n}"
 model_tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.model)
-run, submission = out / f"relax-{model_tag}", out / f"submission-{model_tag}"
+# one folder per (benchmark, model): a campaign folder refuses other structures or another model
+run, submission = out / f"relax-{bench.name}-{model_tag}", out / f"submission-{bench.name}-{model_tag}"
 date = "2000-01-01"  # a fixed date so that reruns overwrite the same files
 
 steps = [
