@@ -105,33 +105,14 @@ def time_steps(calc, atoms, warmup: int, repeats: int):
 
 
 def mace_predictions(pred_json: Path, samples) -> dict:
-    """The dict :func:`mlip.training.evaluation.predictions` returns, from the helper's JSON: stress
-    counted where the structure has a stress label and the prediction is finite, as there."""
-    from mlip.training.samples import labels_of
+    """The dict :func:`mlip.training.evaluation.predictions` returns, from the helper's JSON."""
+    from mlip.training.evaluation import flatten_predictions
 
     preds = json.loads(pred_json.read_text())["predictions"]
     if len(preds) != len(samples):
         raise RuntimeError(f"{pred_json}: {len(preds)} predictions for {len(samples)} test structures")
-    e_pred, e_ref, f_pred, f_ref, f_z, s_pred, s_ref = [], [], [], [], [], [], []
-    for k, (atoms, p) in enumerate(zip(samples, preds)):
-        lab = labels_of(atoms, f"test structure {k}")
-        n = len(atoms)
-        e_pred.append(p["energy"] / n)
-        e_ref.append(lab.energy / n)
-        if lab.forces is not None:
-            f_pred.append(np.asarray(p["forces"], dtype=float).reshape(-1))
-            f_ref.append(lab.forces.reshape(-1))
-            f_z.append(np.repeat(atoms.numbers, 3))
-        if lab.stress is not None and p["stress"] is not None and np.all(np.isfinite(p["stress"])):
-            s_pred.append(np.asarray(p["stress"], dtype=float))
-            s_ref.append(lab.stress)
-
-    def cat(parts):
-        return np.concatenate(parts) if parts else np.zeros(0)
-
-    return {"energy": (np.array(e_pred), np.array(e_ref)),
-            "forces": (cat(f_pred), cat(f_ref), cat(f_z).astype(int)),
-            "stress": (cat(s_pred), cat(s_ref))}
+    return flatten_predictions(samples, [p["energy"] for p in preds], [p["forces"] for p in preds],
+                               [p["stress"] for p in preds])
 
 
 def run_helper(mace_python, args, log: Path, env) -> None:

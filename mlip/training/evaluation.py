@@ -26,7 +26,7 @@ def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "fl
     """
     import mlip
 
-    e_pred, e_ref, f_pred, f_ref, f_z, s_pred, s_ref = [], [], [], [], [], [], []
+    all_samples, all_energies, all_forces, all_stresses = [], [], [], []
     is_potential = isinstance(model, mlip.Potential)
     if is_potential:
         torch_dtype = getattr(torch, dtype)
@@ -50,18 +50,31 @@ def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "fl
                 energies.append(a.get_potential_energy())
                 forces.append(a.get_forces())
                 stresses.append(a.get_stress() if a.cell.rank == 3 and a.pbc.all() else np.full(6, np.nan))
-        for k, sample in enumerate(chunk):
-            lab = labels_of(sample, f"structure {start + k}")
-            n = len(structures[k])
-            e_pred.append(float(energies[k]) / n)
-            e_ref.append(lab.energy / n)
-            if lab.forces is not None:
-                f_pred.append(np.asarray(forces[k]).reshape(-1))
-                f_ref.append(lab.forces.reshape(-1))
-                f_z.append(np.repeat(structures[k].numbers, 3))
-            if lab.stress is not None and np.all(np.isfinite(stresses[k])):
-                s_pred.append(np.asarray(stresses[k]))
-                s_ref.append(lab.stress)
+        all_samples.extend(chunk)
+        all_energies.extend(float(e) for e in energies)
+        all_forces.extend(forces)
+        all_stresses.extend(stresses)
+    return flatten_predictions(all_samples, all_energies, all_forces, all_stresses)
+
+
+def flatten_predictions(samples: Sequence, energies, forces, stresses) -> Dict:
+    """The :func:`predictions` dict from per-structure predicted total energies (eV), forces
+    [n_atoms, 3] and Voigt stresses (NaN or None where there is none). A stress counts where the
+    structure has a stress label and the prediction is finite."""
+    e_pred, e_ref, f_pred, f_ref, f_z, s_pred, s_ref = [], [], [], [], [], [], []
+    for k, sample in enumerate(samples):
+        lab = labels_of(sample, f"structure {k}")
+        structure = atoms_of(sample)
+        n = len(structure)
+        e_pred.append(float(energies[k]) / n)
+        e_ref.append(lab.energy / n)
+        if lab.forces is not None:
+            f_pred.append(np.asarray(forces[k], dtype=float).reshape(-1))
+            f_ref.append(lab.forces.reshape(-1))
+            f_z.append(np.repeat(structure.numbers, 3))
+        if lab.stress is not None and stresses[k] is not None and np.all(np.isfinite(stresses[k])):
+            s_pred.append(np.asarray(stresses[k], dtype=float))
+            s_ref.append(lab.stress)
 
     def cat(parts):
         return np.concatenate(parts) if parts else np.zeros(0)
