@@ -37,6 +37,7 @@ from mlip.neighbors.cell_list import (
     _prepare_batch,
     _prepare_single,
     finalize_edges,
+    periodic_images,
     search_cutoff,
 )
 
@@ -88,24 +89,7 @@ def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: T
     fw = frac - s0f
     pw = pos64 - _mat_rows(s0f, full_d[batch])
 
-    gatom = torch.arange(n, device=dev)
-    gshift = torch.zeros((n, 3), dtype=torch.long, device=dev)
-    for k in range(3):
-        if not bool(pbc[:, k].any()):
-            continue
-        x = fw[gatom, k]
-        g = batch[gatom]
-        r = reach[g, k]
-        per = pbc_d[g, k]
-        tmin = torch.where(per, torch.ceil(-r - x), torch.zeros_like(x)).long()
-        tmax = torch.where(per, torch.floor((1.0 + r) - x), torch.zeros_like(x)).long()
-        cnt = (tmax - tmin + 1).clamp_min(0)
-        total = int(cnt.sum())
-        rep = torch.repeat_interleave(torch.arange(cnt.numel(), device=dev), cnt, output_size=total)
-        t = torch.arange(total, device=dev) + (tmin - (torch.cumsum(cnt, 0) - cnt))[rep]
-        gatom = gatom[rep]
-        gshift = gshift[rep]
-        gshift[:, k] = t
+    gatom, gshift = periodic_images(fw, batch, reach, pbc, pbc_d)
     gb = batch[gatom]
     gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[gb])
     n_ghost = gpos.shape[0]

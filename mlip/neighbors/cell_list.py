@@ -398,6 +398,44 @@ _NSUB = 2
 _NZ = 8
 
 
+def periodic_images(fw: Tensor, batch: Tensor, reach: Tensor, pbc: Tensor, pbc_d: Tensor,
+                    single: bool = False):
+    """Every periodic image ("ghost") of every atom that can lie within the search radius of the
+    home cell: atom gatom[m] translated by the integer cell shift gshift[m].
+
+    fw [N, 3] wrapped fractional coordinates; batch [N] structure of each atom; reach [G, 3]
+    fractional reach r_c·|b_k| (0 along non-periodic axes); pbc [G, 3] (CPU) and pbc_d (device);
+    ``single``: one structure (scalar reach, faster). Returns (gatom [M] int64, gshift [M, 3] int64),
+    grouped per axis in increasing shift order.
+    """
+    dev = fw.device
+    n = fw.shape[0]
+    gatom = torch.arange(n, device=dev)
+    gshift = torch.zeros((n, 3), dtype=torch.long, device=dev)
+    for k in range(3):
+        if not bool(pbc[:, k].any()):
+            continue
+        x = fw[gatom, k]
+        if single:
+            r = float(reach[0, k])
+            tmin = torch.ceil(-r - x).long()
+            tmax = torch.floor((1.0 + r) - x).long()
+        else:
+            g = batch[gatom]
+            r = reach[g, k]
+            per = pbc_d[g, k]
+            tmin = torch.where(per, torch.ceil(-r - x), torch.zeros_like(x)).long()
+            tmax = torch.where(per, torch.floor((1.0 + r) - x), torch.zeros_like(x)).long()
+        cnt = (tmax - tmin + 1).clamp_min(0)
+        total = int(cnt.sum())
+        rep = torch.repeat_interleave(torch.arange(cnt.numel(), device=dev), cnt, output_size=total)
+        t = torch.arange(total, device=dev) + (tmin - (torch.cumsum(cnt, 0) - cnt))[rep]
+        gatom = gatom[rep]
+        gshift = gshift[rep]
+        gshift[:, k] = t
+    return gatom, gshift
+
+
 def _torch_candidates(
     pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: Tensor, rc: float
 ) -> Tuple[Tensor, Tensor, Tensor]:
@@ -433,29 +471,7 @@ def _torch_candidates(
     pw = pos64 - _mat_rows(s0f, full_d[0] if single else full_d[batch])
 
     # 2. ghosts: per-atom integer translation ranges, one direction at a time
-    gatom = torch.arange(n, device=dev)
-    gshift = torch.zeros((n, 3), dtype=torch.long, device=dev)
-    for k in range(3):
-        if not bool(pbc[:, k].any()):
-            continue
-        x = fw[gatom, k]
-        if single:
-            r = float(reach[0, k])
-            tmin = torch.ceil(-r - x).long()
-            tmax = torch.floor((1.0 + r) - x).long()
-        else:
-            g = batch[gatom]
-            r = reach[g, k]
-            per = pbc_d[g, k]
-            tmin = torch.where(per, torch.ceil(-r - x), torch.zeros_like(x)).long()
-            tmax = torch.where(per, torch.floor((1.0 + r) - x), torch.zeros_like(x)).long()
-        cnt = (tmax - tmin + 1).clamp_min(0)
-        total = int(cnt.sum())
-        rep = torch.repeat_interleave(torch.arange(cnt.numel(), device=dev), cnt, output_size=total)
-        t = torch.arange(total, device=dev) + (tmin - (torch.cumsum(cnt, 0) - cnt))[rep]
-        gatom = gatom[rep]
-        gshift = gshift[rep]
-        gshift[:, k] = t
+    gatom, gshift = periodic_images(fw, batch, reach, pbc, pbc_d, single)
     gb = batch[gatom]
     gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[0] if single else full_d[gb])
     n_ghost = gpos.shape[0]
