@@ -11,8 +11,8 @@ Sections (float32 unless stated; every time is a median over repeats, CUDA-synch
 2. one EquiformerV3 block (MP model widths: L4, M2, C128; attention + feed-forward, forward +
    backward to the features and the Wigner matrices, as in a force evaluation) on the edges of
    1k and 10k Cu atoms at 6 Å, with and without the fused kernels;
-3. calculator energy + forces + stress per MD step for the shipped Platonic model and the
-   EquiformerV3 MP configuration at 1k, 10k and 100k atoms, as atom·steps/s.
+3. calculator energy + forces + stress per MD step for the two shipped models (platonic-emt,
+   equiformer_v3-emt) and the EquiformerV3 MP configuration at 1k, 10k and 100k atoms, as atom·steps/s.
 
 A hard time budget (``--budget`` seconds) bounds the whole run: before each measurement its cost is
 predicted from the previous size (linear in atoms) and the measurement is skipped, with the reason
@@ -23,6 +23,7 @@ issue 6 are evaluated at the end (``targets``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -43,6 +44,9 @@ import mlip.kernels as mk  # noqa: E402
 from mlip.neighbors import batched_neighbor_list, neighbor_list  # noqa: E402
 
 FULL = dict(nl=[1000, 10_000, 100_000, 1_000_000], batch=(512, 64), layer=[1000, 10_000], calc=[1000, 10_000, 100_000])
+# One EquiformerV3 block with forces needs ~140 kB per edge (float32, L4 C128): at 6 Å, 10k Cu atoms
+# (856k edges) did not fit in the H200's 139 GB; at 5 Å (the shipped models' cutoff) it does.
+LAYER_CUTOFF = 5.0
 TINY = dict(nl=[200, 2000], batch=(16, 64), layer=[100], calc=[100, 400])
 
 
@@ -59,8 +63,9 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def timed(fn, device, repeats, budget, warmup=1):
-    """Median seconds of fn() (after warm-up), stopping early when the budget runs out."""
+def timed(fn, device, repeats, budget, warmup=1, max_seconds=4.0):
+    """Median seconds of fn() (after warm-up), stopping early when the budget runs out or the
+    repeats of this measurement have taken max_seconds."""
     for _ in range(warmup):
         fn()
     sync(device)
@@ -70,9 +75,48 @@ def timed(fn, device, repeats, budget, warmup=1):
         fn()
         sync(device)
         times.append(time.perf_counter() - t0)
-        if budget.left() < 5 * times[-1]:
+        if budget.left() < 5 * times[-1] or sum(times) > max_seconds:
             break
     return float(np.median(times))
+
+
+def sync_latency(device):
+    """Host-device round trips on this machine (µs): an empty synchronize, reading back a scalar
+    after a tiny kernel, and launching a tiny kernel (asynchronous)."""
+    x = torch.zeros(16, device=device)
+    out = {}
+    for name, fn in [("synchronize_us", lambda: torch.cuda.synchronize(device)),
+                     ("scalar_readback_us", lambda: float(x.sum())),
+                     ("tiny_kernel_launch_us", lambda: x.add_(1.0))]:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(200):
+            fn()
+        out[name] = (time.perf_counter() - t0) / 200 * 1e6
+        torch.cuda.synchronize(device)
+    return out
+
+
+def count_syncs(fn):
+    """Number of synchronising CUDA operations PyTorch sees in one call of fn(), and where
+    (torch.cuda.set_sync_debug_mode; CuPy's own calls are not seen)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    hits = [w for w in caught if "synchroniz" in str(w.message)]
+    where = {}
+    for w in hits:
+        loc = f"{Path(w.filename).name}:{w.lineno}"
+        where[loc] = where.get(loc, 0) + 1
+    return {"count": len(hits), "where": where}
 
 
 def cu_supercell(n_atoms, seed=0):
@@ -105,7 +149,7 @@ def predicted_ok(prev, n, budget, factor=6.0, share=0.5):
 
 
 # ------------------------------------------------------------------------------------------ 1
-def bench_neighbors(sizes, batch_shape, device, budget, kernels):
+def bench_neighbors(sizes, batch_shape, device, budget, kernels, vesin_max_atoms=200_000):
     rows = []
     backends = (["cuda"] if kernels else []) + ["torch", "vesin"]
     try:
@@ -121,6 +165,10 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels):
         ref_edges = None
         for be in backends:
             rec = dict(case=f"{len(atoms)} atoms", atoms=len(atoms), backend=be)
+            if be == "vesin" and len(atoms) > vesin_max_atoms:
+                rec["skipped"] = f"CPU baseline measured up to {vesin_max_atoms} atoms in this run"
+                rows.append(rec)
+                continue
             if not predicted_ok(prev[be], len(atoms), budget):
                 rec["skipped"] = "predicted time exceeds the remaining budget"
                 rows.append(rec)
@@ -143,6 +191,10 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels):
                                                               torch.equal(s.cpu(), ref_edges[1]))
                 rec["seconds"] = timed(run, device, 5, budget)
                 prev[be] = (len(atoms), rec["seconds"])
+                if device.type == "cuda" and be != "vesin" and 5000 < len(atoms) < 50_000:
+                    rec["syncs"] = count_syncs(run)
+                if device.type == "cuda" and be != "vesin" and len(atoms) < 5000:
+                    rec["profile_cpu"] = profile_table(run, True, rows=25, sort_by="self_cpu_time_total")
 
             guarded(rec, go)
             rows.append(rec)
@@ -166,9 +218,11 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels):
                 return batched_neighbor_list(pos.cpu(), cells.cpu(), pbc.cpu(), batch.cpu(), 5.0, backend="vesin")
             return batched_neighbor_list(pos, cells, pbc, batch, 5.0, backend=be)
 
-        def go(rec=rec, run=run):
+        def go(rec=rec, run=run, be=be):
             rec["edges"] = int(run()[0].shape[1])
             rec["seconds"] = timed(run, device, 20, budget, warmup=3)
+            if device.type == "cuda" and be != "vesin":
+                rec["syncs"] = count_syncs(run)
 
         guarded(rec, go)
         rows.append(rec)
@@ -183,13 +237,14 @@ def bench_layer(sizes, device, budget, kernels, tiny):
     rows = []
     width = dict(lmax=4, mmax=2, channels=128) if not tiny else dict(lmax=2, mmax=2, channels=16)
     torch.manual_seed(0)
-    model = create_model("equiformer_v3", species=["Cu"], cutoff=6.0, num_layers=1, **width).model
+    model = create_model("equiformer_v3", species=["Cu"], cutoff=LAYER_CUTOFF, num_layers=1, **width).model
     model = model.to(device=device, dtype=torch.float32)
     block = model.blocks[0]
     prev = None
     for n in sizes:
         atoms = cu_supercell(n)
-        rec = dict(atoms=len(atoms), lmax=width["lmax"], channels=width["channels"])
+        rec = dict(atoms=len(atoms), lmax=width["lmax"], mmax=width["mmax"], channels=width["channels"],
+                   cutoff=LAYER_CUTOFF)
         if not predicted_ok(prev, len(atoms), budget, factor=12):
             rec["skipped"] = "predicted time exceeds the remaining budget"
             rows.append(rec)
@@ -197,7 +252,7 @@ def bench_layer(sizes, device, budget, kernels, tiny):
 
         def go(rec=rec, atoms=atoms):
             nonlocal prev
-            graph = batch_atoms([atoms], 6.0, dtype=torch.float32, device=device)
+            graph = batch_atoms([atoms], LAYER_CUTOFF, dtype=torch.float32, device=device)
             vec = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts)
             rbf, env, wigner = model.edge_features(vec)
             species = torch.zeros(len(atoms), dtype=torch.long, device=device)
@@ -219,11 +274,61 @@ def bench_layer(sizes, device, budget, kernels, tiny):
                         rec[f"{name}_seconds"] = timed(step, device, 5, budget)
             if kernels:
                 rec["speedup"] = rec["pytorch_seconds"] / rec["kernels_seconds"]
+            # the rotation steps alone (what the kernels replace): gather-rotate + rotate-scatter,
+            # forward and backward to the features and the Wigner matrices
+            from mlip.kernels import escn_rotation as er
+
+            src = graph.edge_index.flip(0).contiguous()  # [2, E]: sources j, i
+            msg0 = torch.randn(src.shape[1], wig.shape[1], 2 * width["channels"], device=device)
+
+            def rotations(on):
+                x = x0.clone().requires_grad_()
+                w = wig.detach().requires_grad_()
+                m = msg0.clone().requires_grad_()
+                a = er.gather_rotate(x, w, src, use_kernels=on)
+                b = er.rotate_scatter(w, m, src, len(atoms), use_kernels=on)
+                torch.autograd.grad(a.square().sum() + b.square().sum(), (x, w, m))
+
+            if kernels:  # each kernel alone against its PyTorch formula (no autograd)
+                from mlip.kernels import escn_reference as ref
+
+                xd, wd, md = x0.detach(), wig.detach(), msg0
+                pairs = {"gather_rotate": (lambda: er.launch_gather_rotate(xd, wd, src),
+                                           lambda: ref.gather_rotate_reference(xd, wd, src)),
+                         "rotate_scatter": (lambda: er.launch_rotate_scatter(wd, md, src, len(atoms)),
+                                            lambda: ref.rotate_scatter_reference(wd, md, src, len(atoms))),
+                         "edge_outer": (lambda: er.launch_edge_outer(md, xd, src),
+                                        lambda: ref.edge_outer_reference(md, xd, src))}
+                rec["per_kernel_ms"] = {k: {"kernel": 1e3 * timed(a, device, 10, budget),
+                                            "pytorch": 1e3 * timed(b, device, 10, budget)}
+                                        for k, (a, b) in pairs.items()}
+                rec["message_tensor_GB"] = msg0.numel() * msg0.element_size() / 1e9
+            rec["rotations_pytorch_seconds"] = timed(lambda: rotations(False), device, 5, budget)
+            if kernels:
+                rec["rotations_kernels_seconds"] = timed(lambda: rotations(True), device, 5, budget)
+                rec["rotations_speedup"] = rec["rotations_pytorch_seconds"] / rec["rotations_kernels_seconds"]
+            if device.type == "cuda" and n == sizes[-1]:  # where the time goes (one step per mode)
+                for name, on in modes:
+                    rec[f"{name}_profile"] = profile_table(step, on)
             prev = (len(atoms), sum(v for k, v in rec.items() if k.endswith("_seconds")))
 
         guarded(rec, go)
         rows.append(rec)
     return rows
+
+
+def profile_table(step, kernels_on, rows=12, sort_by="cuda_time_total"):
+    """The `rows` most expensive operations of one step (torch.profiler), as text."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ctx = contextlib.nullcontext() if kernels_on else mk.disable_kernels()
+    with ctx:
+        step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by=sort_by, row_limit=rows, max_name_column_width=60)
 
 
 # ------------------------------------------------------------------------------------------ 3
@@ -236,7 +341,8 @@ def bench_calculator(sizes, device, budget, kernels, tiny):
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        models = {"platonic (shipped default)": load("default")}
+        models = {"platonic-emt (shipped)": load("platonic-emt"),
+                  "equiformer_v3-emt (shipped default)": load("equiformer_v3-emt")}
     if tiny:
         models["equiformer_v3 (tiny)"] = create_model("equiformer_v3", species=["Cu"], cutoff=6.0, lmax=2,
                                                       channels=16, num_layers=1)
@@ -268,6 +374,10 @@ def bench_calculator(sizes, device, budget, kernels, tiny):
                 rec["seconds_per_step"] = timed(step, device, 3, budget)
                 rec["atom_steps_per_s"] = len(atoms) / rec["seconds_per_step"]
                 prev = (len(atoms), rec["seconds_per_step"])
+                if device.type == "cuda" and name.startswith("platonic") and len(atoms) > 5000:
+                    rec["syncs"] = count_syncs(step)
+                    rec["profile"] = profile_table(step, kernels, rows=15)
+                    rec["profile_cpu"] = profile_table(step, kernels, rows=15, sort_by="self_cpu_time_total")
 
             guarded(rec, go)
             rows.append(rec)
@@ -326,6 +436,9 @@ def main(argv=None):
         result["cupy"] = None
     if args.tests and Path(args.tests).exists():
         result["tests"] = json.loads(Path(args.tests).read_text())
+    if device.type == "cuda":
+        result["sync_latency"] = sync_latency(device)
+        print("sync latency:", result["sync_latency"], flush=True)
     t0 = time.monotonic()
     sections = [("neighbor_list", lambda: bench_neighbors(sizes["nl"], sizes["batch"], device, budget, kernels)),
                 ("equiformer_layer", lambda: bench_layer(sizes["layer"], device, budget, kernels, args.tiny)),

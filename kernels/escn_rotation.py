@@ -43,16 +43,31 @@ def _kernel(name: str, dtype: torch.dtype):
     return module("escn_rotation", _NAMES).get_function(f"{name}<{_DTYPES[dtype]}>")
 
 
-def should_use_kernels(use_kernels: Optional[bool], *tensors: torch.Tensor) -> bool:
-    """Dispatch rule. ``use_kernels``: None (automatic), False (PyTorch) or True (kernels, or an error)."""
+#: the kernels decode rows with 32-bit arithmetic and keep 2l + 1 accumulators in registers
+_MAX_ROWS = (1 << 31) - 1
+_MAX_LMAX = 8
+
+
+def kernels_fit(wigner: torch.Tensor, index: torch.Tensor, num_nodes: int = 0) -> bool:
+    """True when the problem is within the kernels' index range (else the reference runs)."""
+    s, e = index.shape
+    k_m, k = wigner.shape[1], wigner.shape[2]
+    return (int(round(k ** 0.5)) - 1 <= _MAX_LMAX and e * k_m * s <= _MAX_ROWS and s * e <= _MAX_ROWS
+            and num_nodes * k <= _MAX_ROWS)
+
+
+def should_use_kernels(use_kernels: Optional[bool], *tensors: torch.Tensor, fits: bool = True) -> bool:
+    """Dispatch rule. ``use_kernels``: None (automatic), False (PyTorch) or True (kernels, or an error).
+    ``fits``: :func:`kernels_fit` of the problem."""
     if use_kernels is False:
         return False
-    eligible = all(t.is_cuda for t in tensors) and tensors[0].dtype in _DTYPES and all(
+    eligible = fits and all(t.is_cuda for t in tensors) and tensors[0].dtype in _DTYPES and all(
         t.dtype == tensors[0].dtype for t in tensors if t.is_floating_point())
     if use_kernels is None:
         return eligible and cuda_kernels_available()
     if not eligible:
-        raise ValueError("use_kernels=True needs CUDA tensors of one dtype, float32 or float64")
+        raise ValueError("use_kernels=True needs CUDA tensors of one dtype, float32 or float64, lmax <= 8 "
+                         "and fewer than 2^31 rows")
     if kernels_disabled() or not cuda_kernels_available():
         raise RuntimeError("use_kernels=True but the CUDA kernels are unavailable (CuPy / CUDA) or disabled")
     return True
@@ -61,9 +76,9 @@ def should_use_kernels(use_kernels: Optional[bool], *tensors: torch.Tensor) -> b
 def node_csr(index: torch.Tensor, num_nodes: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """Slots s·E + e grouped by node: (perm [S·E], rowptr [num_nodes + 1]), int64, in increasing slot order."""
     flat = index.reshape(-1)
-    perm = torch.argsort(flat, stable=True)
-    rowptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=index.device)
-    rowptr[1:] = torch.cumsum(torch.bincount(flat, minlength=num_nodes), 0)
+    sorted_nodes, perm = torch.sort(flat, stable=True)
+    # searchsorted, not bincount: no device-to-host synchronisation on CUDA
+    rowptr = torch.searchsorted(sorted_nodes, torch.arange(num_nodes + 1, device=index.device))
     return perm, rowptr
 
 
@@ -84,9 +99,9 @@ def launch_gather_rotate(x: torch.Tensor, wigner: torch.Tensor, index: torch.Ten
     k_m = wigner.shape[1]
     x, wigner, index = x.contiguous(), wigner.contiguous(), index.contiguous().long()
     out = torch.empty((e, k_m, s * c), dtype=x.dtype, device=x.device)
-    from .cupy_module import launch
+    from .cupy_module import launch_rows
 
-    launch(_kernel("gather_rotate", x.dtype), e * k_m * s * c,
+    launch_rows(_kernel("gather_rotate", x.dtype), e * s * (lmax + 1),
            (x, wigner, index, out, np.int64(e), np.int32(k), np.int32(k_m), np.int32(s), np.int32(c),
             np.int32(lmax), np.int32(mmax)))
     return out
@@ -99,9 +114,9 @@ def launch_rotate_scatter(wigner: torch.Tensor, msg: torch.Tensor, index: torch.
     wigner, msg, index = wigner.contiguous(), msg.contiguous(), index.contiguous().long()
     perm, rowptr = node_csr(index, num_nodes)
     out = torch.empty((num_nodes, k, c), dtype=msg.dtype, device=msg.device)
-    from .cupy_module import launch
+    from .cupy_module import launch_rows
 
-    launch(_kernel("rotate_scatter", msg.dtype), num_nodes * k * c,
+    launch_rows(_kernel("rotate_scatter", msg.dtype), num_nodes * (lmax + 1),
            (wigner, msg, perm, rowptr, out, np.int64(num_nodes), np.int64(e), np.int32(k), np.int32(k_m),
             np.int32(s), np.int32(c), np.int32(lmax), np.int32(mmax)))
     return out
@@ -116,9 +131,9 @@ def launch_edge_outer(a: torch.Tensor, b: torch.Tensor, index: torch.Tensor) -> 
     mmax = layout_from_shape(a.new_empty((0, k_m, k)))[1]
     a, b, index = a.contiguous(), b.contiguous(), index.contiguous().long()
     out = torch.empty((e, k_m, k), dtype=a.dtype, device=a.device)
-    from .cupy_module import launch
+    from .cupy_module import launch_rows
 
-    launch(_kernel("edge_outer", a.dtype), e * k_m * k,
+    launch_rows(_kernel("edge_outer", a.dtype), e * (lmax + 1),
            (a, b, index, out, np.int64(e), np.int32(k), np.int32(k_m), np.int32(s), np.int32(c),
             np.int32(lmax), np.int32(mmax)))
     return out
@@ -184,7 +199,7 @@ def gather_rotate(x: torch.Tensor, wigner: torch.Tensor, index: torch.Tensor,
 
     msg[e, :, sC:(s+1)C] = W_e · x[index[s, e]] (see :func:`mlip.kernels.escn_reference.gather_rotate_reference`).
     """
-    if should_use_kernels(use_kernels, x, wigner, index):
+    if should_use_kernels(use_kernels, x, wigner, index, fits=kernels_fit(wigner, index, x.shape[0])):
         return GatherRotate.apply(x, wigner, index)
     return gather_rotate_reference(x, wigner, index)
 
@@ -196,6 +211,6 @@ def rotate_scatter(wigner: torch.Tensor, msg: torch.Tensor, index: torch.Tensor,
     out[n] = Σ_{(s, e): index[s, e] = n} W_eᵀ · msg[e, :, sC:(s+1)C]
     (see :func:`mlip.kernels.escn_reference.rotate_scatter_reference`).
     """
-    if should_use_kernels(use_kernels, wigner, msg, index):
+    if should_use_kernels(use_kernels, wigner, msg, index, fits=kernels_fit(wigner, index, int(num_nodes))):
         return RotateScatter.apply(wigner, msg, index, int(num_nodes))
     return rotate_scatter_reference(wigner, msg, index, num_nodes)

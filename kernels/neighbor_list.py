@@ -33,6 +33,7 @@ import torch
 
 from mlip.neighbors.cell_list import (
     _empty,
+    to_device_async,
     _mat_rows,
     _prepare_batch,
     _prepare_single,
@@ -79,23 +80,26 @@ def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: T
     completed cells), pbc [G, 3] bool (CPU), rc search radius."""
     dev = pos64.device
     n = pos64.shape[0]
-    full_d = full.to(dev)
+    n_g = full.shape[0]
     inv = torch.linalg.inv(full)
-    reach = torch.where(pbc, rc * inv.norm(dim=1), torch.zeros(())).to(dev)  # [G, 3] fractional reach
-    pbc_d = pbc.to(dev)
-    frac = _mat_rows(pos64, inv.to(dev)[batch])
+    reach = torch.where(pbc, rc * inv.norm(dim=1), torch.zeros(()))  # [G, 3] fractional reach
+    # the small host-side tables travel in one asynchronous copy (no synchronisation)
+    packed = to_device_async(torch.cat([full.reshape(n_g, 9), inv.reshape(n_g, 9), reach,
+                                        pbc.to(torch.float64)], 1), dev)
+    full_d = packed[:, :9].reshape(n_g, 3, 3)
+    inv_d = packed[:, 9:18].reshape(n_g, 3, 3)
+    reach = packed[:, 18:21]
+    pbc_d = packed[:, 21:24] > 0.5
+    frac = _mat_rows(pos64, inv_d[batch])
     per_atom_pbc = pbc_d[batch]
     s0f = torch.where(per_atom_pbc, torch.floor(frac), torch.zeros_like(frac))
     fw = frac - s0f
     pw = pos64 - _mat_rows(s0f, full_d[batch])
 
-    gatom, gshift = periodic_images(fw, batch, reach, pbc, pbc_d)
+    gatom, gshift, home_ghost = periodic_images(fw, batch, reach, pbc, pbc_d, with_home=True)
     gb = batch[gatom]
     gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[gb])
     n_ghost = gpos.shape[0]
-    is_home = (gshift == 0).all(1)
-    home_ghost = torch.empty(n, dtype=torch.long, device=dev)
-    home_ghost[gatom[is_home]] = torch.nonzero(is_home).flatten()
 
     # per-structure grids
     idx3 = gb[:, None].expand(-1, 3)
@@ -107,22 +111,29 @@ def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: T
     lo = torch.where(empty[:, None], torch.zeros_like(lo), lo)
     ext = torch.where(empty[:, None], torch.zeros_like(hi), hi - lo).clamp_min(0.0)
     dims = torch.floor(ext * (ns / rc)).clamp_min(1.0)
-    cap = 4.0 * torch.bincount(gb, minlength=n_graphs).to(torch.float64) + 27.0
+    ghosts_per_graph = torch.zeros(n_graphs, dtype=torch.float64, device=dev).index_add_(
+        0, gb, torch.ones(n_ghost, dtype=torch.float64, device=dev))
+    cap = 4.0 * ghosts_per_graph + 27.0
     for _ in range(3):  # ≤ cap bins (widening keeps them ≥ rc / ns); axes already at 1 cannot shrink
         free = (dims > 1).sum(-1).clamp_min(1).to(torch.float64)
         shrink = (dims.prod(-1) / cap).clamp_min(1.0) ** (1.0 / free)
         dims = torch.where(dims > 1, torch.floor(dims / shrink[:, None]), dims).clamp_min(1.0)
+    # guarantee (for the allocation below): a grid still over its cap becomes one bin (still exact)
+    dims = torch.where((dims.prod(-1) > cap)[:, None], torch.ones_like(dims), dims)
     width = torch.where(ext > 0, ext / dims, torch.ones_like(ext))
     dims_l = dims.long()
     n_bins = dims_l.prod(-1)
     offset = torch.cumsum(n_bins, 0) - n_bins
-    total_bins = int(n_bins.sum())
+    # room for the largest possible grids (sum of the caps, known on the host: no synchronisation);
+    # bins past the real ones stay empty
+    max_bins = 4 * n_ghost + 27 * n_graphs
     b = torch.floor((gpos - lo[gb]) / width[gb]).long()
     b = torch.minimum(b.clamp_min(0), dims_l[gb] - 1)
     key = offset[gb] + (b[:, 2] * dims_l[gb, 1] + b[:, 1]) * dims_l[gb, 0] + b[:, 0]
     _, order = torch.sort(key, stable=True)
-    bin_start = torch.zeros(total_bins + 1, dtype=torch.long, device=dev)
-    bin_start[1:] = torch.cumsum(torch.bincount(key, minlength=total_bins), 0)
+    bin_start = torch.zeros(max_bins + 1, dtype=torch.long, device=dev)
+    bin_start[1:] = torch.cumsum(torch.zeros(max_bins, dtype=torch.long, device=dev).index_add_(
+        0, key, torch.ones_like(key)), 0)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(n_ghost, device=dev)
     gs = gpos[order]

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from mlip.elements import to_atomic_numbers, to_symbols
-from mlip.graph import AtomicGraph, edge_vectors
+from mlip.graph import AtomicGraph, edge_vectors, vector_times_matrix
 from mlip.scatter import scatter_sum
 
 MAX_Z = 119
@@ -123,7 +123,7 @@ class Potential(nn.Module):
             if compute_stress:
                 strain = torch.zeros((n_graphs, 3, 3), dtype=dtype, device=positions.device, requires_grad=True)
                 sym = 0.5 * (strain + strain.transpose(1, 2))
-                positions = positions + torch.einsum("na,nab->nb", positions, sym[graph.batch])
+                positions = positions + vector_times_matrix(positions, sym, graph.batch)
                 cell = cell + torch.bmm(cell, sym)
             vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
             model_energy = self.model(species, graph.edge_index, vec, graph.batch, n_graphs)

@@ -1,7 +1,8 @@
 """Test helper: the CUDA kernels' per-thread code compiled for the CPU with nvcc, called by ctypes.
 
-Each kernel of ``kernels/*.cu`` delegates its per-element work to a ``__host__ __device__``
-function. Here a small wrapper includes the sources and loops over all elements on the host, so
+Each kernel of ``kernels/*.cu`` delegates its per-task (eSCN) or per-atom (neighbour list) work to a
+``__host__ __device__`` function. Here a small wrapper includes the sources and loops over all tasks
+(with 3 emulated lanes) or atoms on the host, so
 the tests run the very code the GPU runs (minus the launch) against the PyTorch references.
 Also provides :func:`compile_ptx`, the nvcc compile check of what NVRTC will see.
 """
@@ -22,18 +23,38 @@ _WRAPPER = r'''
 #include "escn_rotation.cu"
 #include "neighbor_list.cu"
 
+// Lanes per row on the host: 3, so that channel counts are not multiples of it (the GPU uses 32).
+#define EMU_LANES 3
+
 #define EMU_ESCN(T, SUF)                                                                              \
 extern "C" void emu_gather_rotate_##SUF(const T* x, const T* W, const i64* index, T* out, i64 E, int K,  \
                                         int KM, int S, int C, int L, int M) {                         \
-    for (i64 t = 0; t < E * KM * S * C; ++t) gather_rotate_point<T>(t, x, W, index, out, E, K, KM, S, C, L, M); \
+    for (unsigned t = 0; t < (unsigned)(E * S * (L + 1)); ++t)                                         \
+        for (int lane = 0; lane < EMU_LANES; ++lane)                                                  \
+            gather_rotate_task<T>(t, lane, EMU_LANES, x, W, index, out, E, K, KM, S, C, L, M);         \
 }                                                                                                     \
 extern "C" void emu_rotate_scatter_##SUF(const T* W, const T* msg, const i64* perm, const i64* rowptr,  \
                                          T* out, i64 N, i64 E, int K, int KM, int S, int C, int L, int M) { \
-    for (i64 t = 0; t < N * K * C; ++t) rotate_scatter_point<T>(t, W, msg, perm, rowptr, out, E, K, KM, S, C, L, M); \
+    for (unsigned t = 0; t < (unsigned)(N * (L + 1)); ++t)                                             \
+        for (int lane = 0; lane < EMU_LANES; ++lane)                                                  \
+            rotate_scatter_task<T>(t, lane, EMU_LANES, W, msg, perm, rowptr, out, E, K, KM, S, C, L, M); \
 }                                                                                                     \
 extern "C" void emu_edge_outer_##SUF(const T* A, const T* B, const i64* index, T* out, i64 E, int K,     \
                                      int KM, int S, int C, int L, int M) {                            \
-    for (i64 t = 0; t < E * KM * K; ++t) edge_outer_point<T>(t, A, B, index, out, E, K, KM, S, C, L, M); \
+    T acc[MLIP_MAX_ORDER], part[MLIP_MAX_ORDER];                                                       \
+    for (unsigned t = 0; t < (unsigned)(E * (L + 1)); ++t) {                                           \
+        const int l = (int)(t % (unsigned)(L + 1));                                                   \
+        const i64 e = (i64)(t / (unsigned)(L + 1));                                                   \
+        for (int j = 0; j < mlip_degree_rows(l, M); ++j) {                                            \
+            const int r = mlip_degree_row(l, j, L);                                                   \
+            for (int q = 0; q < MLIP_MAX_ORDER; ++q) acc[q] = T(0);                                   \
+            for (int lane = 0; lane < EMU_LANES; ++lane) { /* the warp's lanes, then their reduction */ \
+                edge_outer_partial<T>(e, r, l, lane, EMU_LANES, A, B, index, part, E, K, KM, S, C);   \
+                for (int q = 0; q < MLIP_MAX_ORDER; ++q) acc[q] += part[q];                           \
+            }                                                                                         \
+            for (int k = 0; k < K; ++k) out[(e * KM + r) * K + k] = edge_outer_value<T>(k, l, acc);   \
+        }                                                                                             \
+    }                                                                                                 \
 }
 EMU_ESCN(float, float)
 EMU_ESCN(double, double)

@@ -48,7 +48,7 @@ def host_kernels(monkeypatch, host):
     monkeypatch.setattr(er, "launch_gather_rotate", host.gather_rotate)
     monkeypatch.setattr(er, "launch_rotate_scatter", host.rotate_scatter)
     monkeypatch.setattr(er, "launch_edge_outer", host.edge_outer)
-    monkeypatch.setattr(er, "should_use_kernels", lambda use_kernels, *t: use_kernels is not False)
+    monkeypatch.setattr(er, "should_use_kernels", lambda use_kernels, *t, **kw: use_kernels is not False)
     return host
 
 
@@ -226,7 +226,7 @@ def test_equiformer_with_host_built_kernels_equals_the_pytorch_path(monkeypatch,
     monkeypatch.setattr(er, "launch_gather_rotate", lambda *a: calls.append("g") or host.gather_rotate(*a))
     monkeypatch.setattr(er, "launch_rotate_scatter", lambda *a: calls.append("s") or host.rotate_scatter(*a))
     monkeypatch.setattr(er, "launch_edge_outer", lambda *a: calls.append("o") or host.edge_outer(*a))
-    monkeypatch.setattr(er, "should_use_kernels", lambda use_kernels, *t: True)
+    monkeypatch.setattr(er, "should_use_kernels", lambda use_kernels, *t, **kw: True)
     e1, f1, s1 = _eval(potential, atoms, "float64")
     assert set(calls) == {"g", "s", "o"}
     assert abs(e1 - e0) <= 1e-10 * abs(e0)
@@ -399,8 +399,9 @@ def test_gpu_escn_kernels_forward_and_gradients(lmax, mmax, sources, channels, d
     gnode = torch.randn(300, (lmax + 1) ** 2, channels, dtype=torch.float64)
 
     def run(device, kernels):
-        xs, ws = x.to(device, dtype).requires_grad_(), w.to(device, dtype).requires_grad_()
-        ms = msg.to(device, dtype).requires_grad_()
+        # fresh leaves every run (.to() may return the input itself, which must not be mutated)
+        xs, ws = x.to(device, dtype).detach().clone().requires_grad_(), w.to(device, dtype).detach().clone().requires_grad_()
+        ms = msg.to(device, dtype).detach().clone().requires_grad_()
         idx = index.to(device)
         a = er.gather_rotate(xs, ws, idx, use_kernels=kernels)
         b = er.rotate_scatter(ws, ms, idx, 300, use_kernels=kernels)
@@ -414,14 +415,18 @@ def test_gpu_escn_kernels_forward_and_gradients(lmax, mmax, sources, channels, d
 
 @gpu
 def test_gpu_double_backward_falls_back_correctly():
-    x, w, index, _ = random_problem(2, 1, 20, 80, 4, 2, torch.float64, seed=2)
+    # small problem: gradgradcheck differentiates numerically column by column. The double
+    # backward is the PyTorch fallback, whose scatter (index_add_) uses atomics on CUDA: repeated
+    # backward passes agree to rounding, not bit for bit, hence nondet_tol
+    x, w, index, _ = random_problem(2, 1, 6, 16, 2, 2, torch.float64, seed=2)
     mask = ref.block_mask(2, 1, torch.float64, "cpu").cuda()
     xs, ws = x.cuda().requires_grad_(), (w.cuda() * mask).requires_grad_()
     idx = index.cuda()
-    assert torch.autograd.gradgradcheck(lambda a, b: er.gather_rotate(a, b * mask, idx, use_kernels=True), (xs, ws))
+    assert torch.autograd.gradgradcheck(lambda a, b: er.gather_rotate(a, b * mask, idx, use_kernels=True), (xs, ws),
+                                        nondet_tol=1e-12)
     assert torch.autograd.gradgradcheck(
-        lambda a, b: er.rotate_scatter(b * mask, er.gather_rotate(a, b * mask, idx), idx, 20, use_kernels=True),
-        (xs, ws))
+        lambda a, b: er.rotate_scatter(b * mask, er.gather_rotate(a, b * mask, idx), idx, 6, use_kernels=True),
+        (xs, ws), nondet_tol=1e-12)
 
 
 @gpu

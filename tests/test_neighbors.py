@@ -381,3 +381,25 @@ def test_cuda_matches_cpu():
                            torch.tensor(pbc, device="cuda"), 5.0)
     assert ei.device.type == "cuda" and sh.device.type == "cuda"
     assert torch.equal(ei.cpu(), e_cpu) and torch.equal(sh.cpu(), s_cpu)
+
+
+def test_device_filter_and_sort_equals_nonzero_then_lexsort():
+    """The one-synchronisation path of finalize_edges on CUDA (filter folded into the sort key)
+    picks and orders exactly the edges of the general path; run here on CPU tensors."""
+    g = torch.Generator().manual_seed(3)
+    n_edges, n_atoms = 5000, 70
+    i = torch.randint(0, n_atoms, (n_edges,), generator=g)
+    j = torch.randint(0, n_atoms, (n_edges,), generator=g)
+    shifts = torch.randint(-3, 4, (n_edges, 3), generator=g)
+    # distinct edges, as the backends produce
+    key = ((i * n_atoms + j) * 7 + shifts[:, 0] + 3) * 49 + (shifts[:, 1] + 3) * 7 + shifts[:, 2] + 3
+    first = torch.unique(key, return_inverse=True)[1]
+    pick = torch.zeros(int(first.max()) + 1, dtype=torch.long).scatter_(0, first, torch.arange(n_edges))
+    i, j, shifts = i[pick], j[pick], shifts[pick]
+    keep = torch.rand(i.numel(), generator=g) < 0.7
+    got = _cl._filter_and_sort_device(i, j, shifts, keep, n_atoms)
+    kept = torch.nonzero(keep).flatten()
+    want = kept[_cl.lexsort_edges(i[kept], j[kept], shifts[kept], n_atoms)]
+    assert got is not None and torch.equal(got, want)
+    # a key range that would overflow int64 is handed back to the general path
+    assert _cl._filter_and_sort_device(i, j, shifts * 10**5, keep, 10**6) is None

@@ -263,3 +263,31 @@ def test_batches_mixing_crystals_and_clusters_train_with_finite_gradients(tmp_pa
     assert all(math.isfinite(h["train_loss"]) for h in result.history)
     potential = mlip.load_potential(result.last)
     assert all(torch.isfinite(p).all() for p in potential.parameters())
+
+
+def test_init_from_continues_from_a_checkpoint_and_refuses_another_model(tmp_path, samples):
+    """init_from (fine-tuning, or a second stage with other loss weights) starts from the given
+    weights, keeps their reference energies and output scale, and refuses a checkpoint whose
+    architecture differs from the config's model."""
+    first = train(config(tmp_path, "stage1", epochs=2), samples[:32], samples[32:], progress=False)
+    start = mlip.load_potential(first.best)
+    # lr = 0: the weights (EMA included) stay exactly those of the checkpoint
+    frozen = train(config(tmp_path, "stage2", epochs=1, init_from=str(first.best),
+                          optimizer=dict(lr=0.0, ema_decay=0.5), loss=dict(energy_weight=50.0)),
+                   samples[:8], samples[32:], progress=False)
+    after = mlip.load_potential(frozen.last)
+    for (key, x), y in zip(start.state_dict().items(), after.state_dict().values()):
+        assert torch.equal(x, y), key
+    # different training samples would have fitted other reference energies; they were kept
+    refit = fit_reference_energies(samples[:8], start.atomic_numbers.tolist())
+    assert not np.allclose(refit, start.reference_energies.numpy())
+    header = mlip.read_header(frozen.last)
+    assert header["metadata"]["training"]["config"]["init_from"] == str(first.best)
+    # stage 2 starts from the validation errors of the checkpoint it was given
+    best = mlip.read_header(first.best)["metadata"]["metrics"]
+    assert frozen.history[0]["valid_forces_mae_meV_per_A"] == pytest.approx(best["valid_forces_mae_meV_per_A"],
+                                                                            rel=1e-6)
+    with pytest.raises(ValueError, match="init_from .*hyperparameters"):
+        train(config(tmp_path, "wrong", init_from=str(first.best),
+                     model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=8, num_layers=1,
+                                num_heads=1, head_dim=2)), samples[:8], samples[32:], progress=False)

@@ -175,6 +175,15 @@ def complete_cells(cell: Tensor, pbc: Tensor) -> Tuple[Tensor, Tensor]:
     return full, masked
 
 
+def to_device_async(t: Tensor, device) -> Tensor:
+    """Copy a small CPU tensor to ``device`` without a host synchronisation (pinned memory,
+    non-blocking; stream-ordered, so later kernels see the data). Identity on CPU."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return t.to(device)
+    return t.contiguous().pin_memory().to(device, non_blocking=True)
+
+
 def search_cutoff(cutoff: float, positions: Tensor, masked_cells: Tensor) -> float:
     """Cutoff used for the candidate search, slightly larger than ``cutoff``.
 
@@ -226,7 +235,8 @@ def finalize_edges(
     shifts = shifts.to(dev)
     if i.numel() > 0:
         dt = positions.dtype
-        cells = masked_cells.to(device=dev, dtype=dt)
+        cells = to_device_async(masked_cells.to(dtype=dt), dev) if masked_cells.device.type == "cpu" \
+            else masked_cells.to(device=dev, dtype=dt)
         if edge_graph is not None:
             cells = cells[edge_graph.to(dev)]  # [E, 3, 3]
         else:
@@ -249,11 +259,34 @@ def finalize_edges(
                 d2 = vk
             else:
                 d2 += vk
-        keep = torch.nonzero(d2.sqrt_() < cutoff).flatten()
+        within = d2.sqrt_() < cutoff
+        if dev.type == "cuda":
+            sorted_kept = _filter_and_sort_device(i, j, shifts, within, n_atoms)
+            if sorted_kept is not None:
+                edge_index = torch.stack([i.index_select(0, sorted_kept), j.index_select(0, sorted_kept)])
+                return edge_index, shifts.index_select(0, sorted_kept)
+        keep = torch.nonzero(within).flatten()
         i, j, shifts = i.index_select(0, keep), j.index_select(0, keep), shifts.index_select(0, keep)
     order = lexsort_edges(i, j, shifts, n_atoms)
     edge_index = torch.stack([i.index_select(0, order), j.index_select(0, order)])
     return edge_index, shifts.index_select(0, order)
+
+
+def _filter_and_sort_device(i: Tensor, j: Tensor, shifts: Tensor, keep: Tensor, n_atoms: int):
+    """Indices of the kept edges in (i, j, S0, S1, S2) order, with one device-to-host
+    synchronisation (count and shift ranges together): dropped edges get a key past every kept
+    one, so a single argsort both filters and orders. None when the packed key would overflow
+    (the caller then uses the general path). Same result as nonzero + :func:`lexsort_edges`."""
+    stats = torch.cat([keep.sum()[None], shifts.min(0).values, shifts.max(0).values]).tolist()
+    count, smin, smax = int(stats[0]), stats[1:4], stats[4:7]
+    ranges = [int(b - a + 1) for a, b in zip(smin, smax)]
+    n = max(int(n_atoms), 1)
+    if n * n * ranges[0] * ranges[1] * ranges[2] >= _KEY_LIMIT:
+        return None
+    key = ((i * n + j) * ranges[0] + (shifts[:, 0] - int(smin[0]))) * ranges[1] + (shifts[:, 1] - int(smin[1]))
+    key = key * ranges[2] + (shifts[:, 2] - int(smin[2]))
+    key = torch.where(keep, key, torch.full_like(key, _KEY_LIMIT))
+    return torch.argsort(key)[:count]
 
 
 def lexsort_edges(i: Tensor, j: Tensor, shifts: Tensor, n_atoms: int) -> Tensor:
@@ -322,11 +355,13 @@ def _prepare_batch(positions, cell, pbc, batch, cutoff):
     if batch.shape != (positions.shape[0],):
         raise ValueError(f"batch must have shape [{positions.shape[0]}], got {tuple(batch.shape)}")
     if batch.numel() > 0:
-        if bool((batch[1:] < batch[:-1]).any()) or int(batch[0]) < 0 or int(batch[-1]) >= n_graphs:
+        bad = (batch[1:] < batch[:-1]).any() | (batch[0] < 0) | (batch[-1] >= n_graphs)  # one sync
+        if bool(bad):
             raise ValueError("batch must be sorted (atoms of a structure contiguous) with values in "
                              "[0, n_graphs)")
-    counts = torch.bincount(batch, minlength=n_graphs) if batch.numel() else torch.zeros(
-        n_graphs, dtype=torch.long, device=positions.device)
+    # atoms per structure from the sorted batch (searchsorted: no device-to-host sync, unlike bincount)
+    bounds = torch.searchsorted(batch, torch.arange(n_graphs + 1, device=batch.device))
+    counts = bounds[1:] - bounds[:-1]
     full, masked = complete_cells(cell, pbc_t)
     return pbc_t, full, masked, batch, counts, cutoff
 
@@ -399,41 +434,47 @@ _NZ = 8
 
 
 def periodic_images(fw: Tensor, batch: Tensor, reach: Tensor, pbc: Tensor, pbc_d: Tensor,
-                    single: bool = False):
+                    single: bool = False, with_home: bool = False):
     """Every periodic image ("ghost") of every atom that can lie within the search radius of the
     home cell: atom gatom[m] translated by the integer cell shift gshift[m].
 
     fw [N, 3] wrapped fractional coordinates; batch [N] structure of each atom; reach [G, 3]
     fractional reach r_c·|b_k| (0 along non-periodic axes); pbc [G, 3] (CPU) and pbc_d (device);
     ``single``: one structure (scalar reach, faster). Returns (gatom [M] int64, gshift [M, 3] int64),
-    grouped per axis in increasing shift order.
+    ordered by atom, then by shift (S0, S1, S2) lexicographically; with ``with_home`` also
+    home [N] int64, the position of each atom's untranslated ghost (S = 0).
+
+    Each atom gets the box of translations t_k in [tmin_k, tmax_k] (a single 0 along non-periodic
+    axes), so its ghosts are counted, laid out and decoded with one device-to-host
+    synchronisation (the total count) whatever the number of periodic axes.
     """
     dev = fw.device
     n = fw.shape[0]
-    gatom = torch.arange(n, device=dev)
-    gshift = torch.zeros((n, 3), dtype=torch.long, device=dev)
-    for k in range(3):
-        if not bool(pbc[:, k].any()):
-            continue
-        x = fw[gatom, k]
-        if single:
-            r = float(reach[0, k])
-            tmin = torch.ceil(-r - x).long()
-            tmax = torch.floor((1.0 + r) - x).long()
-        else:
-            g = batch[gatom]
-            r = reach[g, k]
-            per = pbc_d[g, k]
-            tmin = torch.where(per, torch.ceil(-r - x), torch.zeros_like(x)).long()
-            tmax = torch.where(per, torch.floor((1.0 + r) - x), torch.zeros_like(x)).long()
-        cnt = (tmax - tmin + 1).clamp_min(0)
-        total = int(cnt.sum())
-        rep = torch.repeat_interleave(torch.arange(cnt.numel(), device=dev), cnt, output_size=total)
-        t = torch.arange(total, device=dev) + (tmin - (torch.cumsum(cnt, 0) - cnt))[rep]
-        gatom = gatom[rep]
-        gshift = gshift[rep]
-        gshift[:, k] = t
-    return gatom, gshift
+    if single:
+        r = reach[0].to(fw.dtype)
+        per = pbc_d[0].expand(n, 3)
+    else:
+        r = reach[batch].to(fw.dtype)
+        per = pbc_d[batch]
+    tmin = torch.where(per, torch.ceil(-r - fw), torch.zeros_like(fw)).long()  # [N, 3]
+    tmax = torch.where(per, torch.floor((1.0 + r) - fw), torch.zeros_like(fw)).long()
+    cnt = (tmax - tmin + 1).clamp_min(0)  # [N, 3]
+    per_atom = cnt.prod(1)
+    ends = torch.cumsum(per_atom, 0)
+    total = int(ends[-1]) if n else 0
+    start = ends - per_atom
+    gatom = torch.repeat_interleave(torch.arange(n, device=dev), per_atom, output_size=total)
+    u = torch.arange(total, device=dev) - start[gatom]  # local index, S2 fastest
+    c1, c2 = cnt[gatom, 1], cnt[gatom, 2]
+    t2 = u % c2
+    u = torch.div(u, c2, rounding_mode="floor")
+    t1 = u % c1
+    t0 = torch.div(u, c1, rounding_mode="floor")
+    gshift = torch.stack([t0, t1, t2], 1) + tmin[gatom]
+    if not with_home:
+        return gatom, gshift
+    home = start + ((-tmin[:, 0]) * cnt[:, 1] - tmin[:, 1]) * cnt[:, 2] - tmin[:, 2]
+    return gatom, gshift, home
 
 
 def _torch_candidates(
@@ -471,14 +512,11 @@ def _torch_candidates(
     pw = pos64 - _mat_rows(s0f, full_d[0] if single else full_d[batch])
 
     # 2. ghosts: per-atom integer translation ranges, one direction at a time
-    gatom, gshift = periodic_images(fw, batch, reach, pbc, pbc_d, single)
+    # (centre_ghost: index of the T=0 ghost of every atom; its coordinates are exactly pw)
+    gatom, gshift, centre_ghost = periodic_images(fw, batch, reach, pbc, pbc_d, single, with_home=True)
     gb = batch[gatom]
     gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[0] if single else full_d[gb])
     n_ghost = gpos.shape[0]
-    # index of the T=0 ghost of every atom (its coordinates are exactly pw)
-    centre_ghost = torch.empty(n, dtype=torch.long, device=dev)
-    is_home = (gshift == 0).all(1)
-    centre_ghost[gatom[is_home]] = torch.nonzero(is_home).flatten()
 
     # 3. bins (x, y: edge rc / _NSUB; z: edge rc / _NZ) relative to each structure's corner
     lx = rc / _NSUB

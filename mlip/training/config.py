@@ -72,6 +72,11 @@ class TrainConfig:
     #: present every training structure in a random orientation (for models that are not exactly
     #: rotation invariant, such as the Platonic Transformer); validation data are not rotated
     augment_rotations: bool = False
+    #: start from the weights of this checkpoint (a path, or the name of a shipped model) instead of
+    #: random ones: fine-tuning, or the second stage of a two-stage recipe. Its architecture, species,
+    #: cutoff and hyperparameters must be those of ``model``; its reference energies and output
+    #: scale are kept (not refitted)
+    init_from: Optional[str] = None
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":

@@ -172,6 +172,22 @@ def _split(samples: list, fraction: float, seed: int):
     return list(train_part), list(valid_part)
 
 
+def _load_initial_weights(potential, source: str) -> None:
+    """Copy the weights of checkpoint ``source`` into ``potential`` (``init_from``), refusing a
+    checkpoint of another architecture, species, cutoff or hyperparameters."""
+    from mlip.checkpoint import load_potential
+
+    start = load_potential(source)
+    mine = (potential.architecture, potential.atomic_numbers.tolist(), float(potential.cutoff),
+            potential.hyperparameters)
+    theirs = (start.architecture, start.atomic_numbers.tolist(), float(start.cutoff), start.hyperparameters)
+    for what, a, b in zip(("architecture", "species", "cutoff", "hyperparameters"), mine, theirs):
+        if a != b:
+            raise ValueError(f"init_from {source!r}: its {what} ({b}) differs from the config's model ({a})")
+    with torch.no_grad():
+        potential.load_state_dict(start.state_dict())
+
+
 # ----------------------------------------------------------------------------------- train
 def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_samples: Optional[Sequence] = None,
           resume: bool = False, progress: bool = True) -> TrainResult:
@@ -210,11 +226,15 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     name = model_args.pop("name")
     potential = create_model(name, seed=config.seed, **model_args)
     numbers = potential.atomic_numbers.tolist()
-    reference = fit_reference_energies(train_samples, numbers)
-    scale, scale_kind = output_scale(train_samples, numbers, reference)
-    with torch.no_grad():
-        potential.reference_energies.copy_(torch.tensor(reference, dtype=torch.float64))
-        potential.scale.fill_(scale)
+    if config.init_from:
+        _load_initial_weights(potential, config.init_from)
+        scale, scale_kind = float(potential.scale), f"kept from {config.init_from}"
+    else:
+        reference = fit_reference_energies(train_samples, numbers)
+        scale, scale_kind = output_scale(train_samples, numbers, reference)
+        with torch.no_grad():
+            potential.reference_energies.copy_(torch.tensor(reference, dtype=torch.float64))
+            potential.scale.fill_(scale)
     dtype = getattr(torch, config.dtype)
     device = dist.device  # config.device, or this process's own GPU under torchrun
     potential = potential.to(device=device, dtype=dtype)
