@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_check.sh            # writes $OUT/gpu_check.json (or ./gpu_check.json)
 #
 # Needs only the repository and what the GPU machine already has (torch with CUDA, cupy-cuda12x/13x,
-# optionally nvcc and vesin): it installs nothing. When mlip is not installed, the checkout is made
+# ase, safetensors, optionally vesin; ase and vesin can be carried as wheels): it installs nothing. When mlip is not installed, the checkout is made
 # importable by benchmarks/gpu_bootstrap.py. Time limits: GPU tests 120 s (60 s per test), benchmark
 # budget 160 s of measurements (the script stops starting new ones when its budget runs out) and
 # 220 s hard. The CPU-only kernel tests (nvcc compile checks, host-built kernels) run in CI and are
