@@ -291,3 +291,18 @@ def test_init_from_continues_from_a_checkpoint_and_refuses_another_model(tmp_pat
         train(config(tmp_path, "wrong", init_from=str(first.best),
                      model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=8, num_layers=1,
                                 num_heads=1, head_dim=2)), samples[:8], samples[32:], progress=False)
+
+
+def test_example_training_configs_parse_and_chain_their_stages():
+    """examples/train_*.yaml are valid configs; a stage's init_from is the best checkpoint of an
+    earlier example's out_dir, with the same model."""
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    configs = {p.name: TrainConfig.from_yaml(p) for p in sorted(examples.glob("train_*.yaml"))}
+    assert len(configs) >= 2
+    best = {f"{c.out_dir}/best.safetensors": c for c in configs.values()}
+    for name, c in configs.items():
+        if c.init_from:
+            assert c.init_from in best, (name, c.init_from)
+            assert best[c.init_from].model == c.model, name
