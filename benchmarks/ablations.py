@@ -6,7 +6,8 @@
 
 Each variant starts from the shipped model's training config (``examples/train_*_emt.yaml``) with
 one switch changed, trains on the first ``--n-train`` structures of the training file (validation,
-which picks the best epoch: the next ``--n-valid``) for ``--minutes`` of wall-clock time, and is
+which picks the best epoch: the next ``--n-valid``; ``--n-train 0``: the whole file with ``mlip train``'s
+own split, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is
 then evaluated on the first ``--n-test`` structures of the test file (float64). The cosine schedule
 needs a number of epochs: it is set from a timed probe of the variant's training steps so that the
 schedule ends near the budget (``max_minutes`` stops it in any case). Results go to
@@ -133,7 +134,9 @@ def main(argv=None) -> int:
     parser.add_argument("--train", default="emt-train.xyz")
     parser.add_argument("--test", default="emt-test.xyz")
     parser.add_argument("--minutes", type=float, default=8.0)
-    parser.add_argument("--n-train", type=int, default=1200)
+    parser.add_argument("--n-train", type=int, default=1200,
+                        help="first N structures for training (the next --n-valid validate); 0: the whole file, "
+                             "split as mlip train splits it (what the shipped models saw)")
     parser.add_argument("--n-valid", type=int, default=150)
     parser.add_argument("--n-test", type=int, default=500)
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS))
@@ -146,8 +149,13 @@ def main(argv=None) -> int:
         from mlip.data import read_dataset
 
         train_all = list(read_dataset(args.train))
-        train_samples = train_all[:args.n_train]
-        valid_samples = train_all[args.n_train:args.n_train + args.n_valid]
+        if args.n_train > 0:
+            train_samples = train_all[:args.n_train]
+            valid_samples = train_all[args.n_train:args.n_train + args.n_valid]
+        else:  # exactly the shipped models' data: mlip train's split (valid_fraction 0.1, seed 0, by group)
+            from mlip.training.trainer import _split
+
+            train_samples, valid_samples = _split(train_all, 0.1, 0)
         test_samples = list(read_dataset(args.test))[:args.n_test]
         for name in args.only or list(VARIANTS):
             if (out / name / "result.json").is_file():

@@ -306,3 +306,19 @@ def test_example_training_configs_parse_and_chain_their_stages():
         if c.init_from:
             assert c.init_from in best, (name, c.init_from)
             assert best[c.init_from].model == c.model, name
+
+
+def test_validation_without_stress_labels_trains_and_checkpoints(tmp_path, samples):
+    """A validation set with no stress labels (molecules, clusters) has no stress error: the run
+    goes on, and the checkpoint header stores null for it (JSON has no NaN)."""
+    valid = []
+    for atoms in samples[32:]:
+        a = atoms.copy()
+        a.pbc = False
+        a.calc = SinglePointCalculator(a, energy=atoms.get_potential_energy(), forces=atoms.get_forces())
+        valid.append(a)
+    result = train(config(tmp_path, "nostress", epochs=1), samples[:16], valid, progress=False)
+    metrics = mlip.read_header(result.last)["metadata"]["metrics"]
+    assert metrics["valid_stress_mae_meV_per_A3"] is None
+    assert metrics["valid_forces_mae_meV_per_A"] > 0
+    assert json.loads((tmp_path / "nostress" / "metrics.json").read_text())[0]["valid_stress_mae_meV_per_A3"] is None

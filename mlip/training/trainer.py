@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from mlip.checkpoint import atomic_write, save_potential
-from mlip.workflows.json_io import write_json
+from mlip.workflows.json_io import jsonable, write_json
 from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
@@ -343,7 +343,8 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
                 record["valid_loss"] = valid_loss
             else:
                 valid_loss = record["train_loss"]
-            potential.metadata = dict(metadata, epoch=epoch + 1, metrics=record)
+            # a quantity the validation set has no labels for (stress of molecules) has NaN errors: null in JSON
+            potential.metadata = dict(metadata, epoch=epoch + 1, metrics=jsonable(record))
             save_potential(potential, out_dir / "last.safetensors")
             if valid_loss < best_loss:
                 best_loss = valid_loss
