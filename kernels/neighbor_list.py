@@ -96,7 +96,7 @@ def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: T
     fw = frac - s0f
     pw = pos64 - _mat_rows(s0f, full_d[batch])
 
-    gatom, gshift, home_ghost = periodic_images(fw, batch, reach, pbc, pbc_d, with_home=True)
+    gatom, gshift, home_ghost = periodic_images(fw, batch, reach, pbc_d, with_home=True)
     gb = batch[gatom]
     gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[gb])
     n_ghost = gpos.shape[0]

@@ -433,13 +433,13 @@ _NSUB = 2
 _NZ = 8
 
 
-def periodic_images(fw: Tensor, batch: Tensor, reach: Tensor, pbc: Tensor, pbc_d: Tensor,
-                    single: bool = False, with_home: bool = False):
+def periodic_images(fw: Tensor, batch: Tensor, reach: Tensor, pbc_d: Tensor, single: bool = False,
+                    with_home: bool = False):
     """Every periodic image ("ghost") of every atom that can lie within the search radius of the
     home cell: atom gatom[m] translated by the integer cell shift gshift[m].
 
     fw [N, 3] wrapped fractional coordinates; batch [N] structure of each atom; reach [G, 3]
-    fractional reach r_c·|b_k| (0 along non-periodic axes); pbc [G, 3] (CPU) and pbc_d (device);
+    fractional reach r_c·|b_k| (0 along non-periodic axes); pbc_d [G, 3] bool (device);
     ``single``: one structure (scalar reach, faster). Returns (gatom [M] int64, gshift [M, 3] int64),
     ordered by atom, then by shift (S0, S1, S2) lexicographically; with ``with_home`` also
     home [N] int64, the position of each atom's untranslated ghost (S = 0).
@@ -513,7 +513,7 @@ def _torch_candidates(
 
     # 2. ghosts: per-atom integer translation ranges, one direction at a time
     # (centre_ghost: index of the T=0 ghost of every atom; its coordinates are exactly pw)
-    gatom, gshift, centre_ghost = periodic_images(fw, batch, reach, pbc, pbc_d, single, with_home=True)
+    gatom, gshift, centre_ghost = periodic_images(fw, batch, reach, pbc_d, single, with_home=True)
     gb = batch[gatom]
     gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[0] if single else full_d[gb])
     n_ghost = gpos.shape[0]
