@@ -90,8 +90,9 @@ def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> 
     probe = variant_config(name, out, args.minutes, 1)
     step = seconds_per_step(probe, train_samples)
     steps_per_epoch = math.ceil(len(train_samples) / probe["batch_size"])
-    # ~8% of the time goes to validation passes; keep at least one epoch.
-    epochs = max(1, int(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
+    # ~8% of the time goes to validation passes. Rounded up, so the budget is used (the probe tends
+    # to overestimate the step); max_minutes (1.15 × the budget) stops a run that would overrun.
+    epochs = max(1, math.ceil(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
     cfg = variant_config(name, out, args.minutes, epochs)
     t0 = time.perf_counter()
     result = train(TrainConfig.from_dict(cfg), train_samples, valid_samples, progress=False)
