@@ -37,25 +37,6 @@ typedef long long i64;
 // Largest 2l + 1 handled (per-lane accumulators live in registers): l <= 8.
 #define MLIP_MAX_ORDER 17
 
-// Degree of row r of the m-primary layout (lmax L, mmax M).
-__host__ __device__ __forceinline__ int mlip_row_degree(int r, int L, int M) {
-    if (r <= L) return r;
-    r -= L + 1;
-    for (int m = 1; m <= M; ++m) {
-        const int n = L + 1 - m;
-        if (r < 2 * n) return m + (r % n);
-        r -= 2 * n;
-    }
-    return -1;
-}
-
-// Degree of column k of the e3nn layout: l^2 <= k < (l + 1)^2.
-__host__ __device__ __forceinline__ int mlip_col_degree(int k) {
-    int l = 0;
-    while ((l + 1) * (l + 1) <= k) ++l;
-    return l;
-}
-
 // First row of the +m block in the m-primary layout (the -m block follows after L + 1 - m rows).
 __host__ __device__ __forceinline__ int mlip_block_start(int m, int L) {
     if (m == 0) return 0;
