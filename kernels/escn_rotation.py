@@ -43,17 +43,23 @@ def _kernel(name: str, dtype: torch.dtype):
     return module("escn_rotation", _NAMES).get_function(f"{name}<{_DTYPES[dtype]}>")
 
 
-#: the kernels decode rows with 32-bit arithmetic and keep 2l + 1 accumulators in registers
-_MAX_ROWS = (1 << 31) - 1
+#: the kernels decode their task numbers (and rotate_scatter its slots s * E + e) with 32-bit
+#: unsigned arithmetic, and keep 2l + 1 accumulators per lane in registers (l <= 8)
+_MAX_TASKS = (1 << 31) - 1
 _MAX_LMAX = 8
 
 
 def kernels_fit(wigner: torch.Tensor, index: torch.Tensor, num_nodes: int = 0) -> bool:
-    """True when the problem is within the kernels' index range (else the reference runs)."""
+    """True when the problem is within the kernels' index range (else the reference runs).
+
+    The tasks are one per (edge, source, degree) in gather_rotate, per (node, degree) in
+    rotate_scatter and per (edge, degree) in edge_outer; each must number fewer than 2^31, so the
+    grid-stride loop cannot wrap. Shapes: wigner [E, K_M, K], index [S, E]."""
     s, e = index.shape
-    k_m, k = wigner.shape[1], wigner.shape[2]
-    return (int(round(k ** 0.5)) - 1 <= _MAX_LMAX and e * k_m * s <= _MAX_ROWS and s * e <= _MAX_ROWS
-            and num_nodes * k <= _MAX_ROWS)
+    lmax = int(round(wigner.shape[2] ** 0.5)) - 1
+    degrees = lmax + 1
+    return (lmax <= _MAX_LMAX and e * s * degrees <= _MAX_TASKS and s * e <= _MAX_TASKS
+            and num_nodes * degrees <= _MAX_TASKS)
 
 
 def should_use_kernels(use_kernels: Optional[bool], *tensors: torch.Tensor, fits: bool = True) -> bool:

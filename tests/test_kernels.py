@@ -448,3 +448,24 @@ def test_gpu_calculator_equals_cpu(arch):
     e2, f2, s2 = _eval(potential, atoms, "float32", "cuda", backend="cuda")
     assert abs(e2 - e0) <= 1e-5 * abs(e0)
     assert np.abs(f2 - f0).max() <= 1e-4 * np.abs(f0).max()
+
+
+def test_kernels_fit_counts_tasks_per_degree():
+    """The index-range check counts what the kernels decode with 32-bit arithmetic: tasks per
+    (edge, source, degree), per (node, degree) and the slots s·E + e; and lmax <= 8. Shapes only
+    matter, so the tensors are expanded views (no memory)."""
+    def problem(lmax, mmax, n_edges, n_sources=2):
+        k = (lmax + 1) ** 2
+        k_m = sum(2 * (lmax + 1 - m) for m in range(1, mmax + 1)) + lmax + 1
+        return torch.zeros(1, 1, 1).expand(n_edges, k_m, k), torch.zeros(1, 1, dtype=torch.long).expand(n_sources, n_edges)
+
+    limit = (1 << 31) - 1
+    w, index = problem(2, 1, limit // 6)  # 2 sources × 3 degrees per edge: exactly at the limit
+    assert er.kernels_fit(w, index, num_nodes=1000)
+    w, index = problem(2, 1, limit // 6 + 1)
+    assert not er.kernels_fit(w, index, num_nodes=1000)
+    w, index = problem(2, 1, 1000)
+    assert er.kernels_fit(w, index, num_nodes=limit // 3)
+    assert not er.kernels_fit(w, index, num_nodes=limit // 3 + 1)
+    assert er.kernels_fit(*problem(8, 2, 10), num_nodes=10)
+    assert not er.kernels_fit(*problem(9, 2, 10), num_nodes=10)
