@@ -120,7 +120,7 @@ def parity_plot(preds: Dict, path, title: Optional[str] = None) -> None:
     panels = [("energy", "energy (eV/atom)", 1.0, "meV/atom"), ("forces", "force component (eV/Å)", 1.0, "meV/Å"),
               ("stress", "stress component (GPa)", 160.21766208, "meV/Å³")]
     panels = [p for p in panels if preds[p[0]][0].size]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False, layout="constrained")
     for ax, (key, label, factor, unit) in zip(axes[0], panels):
         pred, ref = preds[key][0] * factor, preds[key][1] * factor
         lo, hi = float(min(pred.min(), ref.min())), float(max(pred.max(), ref.max()))
@@ -131,6 +131,5 @@ def parity_plot(preds: Dict, path, title: Optional[str] = None) -> None:
         ax.set_title(f"MAE {metrics[f'{key}_mae_{UNITS[key]}']:.2f} {unit}", fontsize=10)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, format="png"))
     plt.close(fig)
