@@ -293,6 +293,60 @@ def test_init_from_continues_from_a_checkpoint_and_refuses_another_model(tmp_pat
                                 num_heads=1, head_dim=2)), samples[:8], samples[32:], progress=False)
 
 
+GROW_MODELS = {
+    "platonic": dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1, num_heads=1,
+                     head_dim=2),
+    "equiformer_v3": dict(name="equiformer_v3", species=["Cu", "Au"], cutoff=4.0, lmax=1, mmax=1, channels=8,
+                          num_layers=1, num_heads=2, num_radial=8),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(GROW_MODELS))
+def test_init_grow_starts_a_deeper_model_at_the_checkpoints_energies(tmp_path, samples, arch):
+    """init_grow: a 1-block checkpoint grown to 3 blocks gives the same energies and forces (float64,
+    to round-off) before training, keeps the checkpoint's blocks, and the appended blocks then train
+    (their zeroed output maps receive gradients and move away from zero)."""
+    small = dict(GROW_MODELS[arch])
+    first = train(config(tmp_path, "small", epochs=1, model=small), samples[:16], samples[32:],
+                  progress=False)
+    deep = dict(small, num_layers=3)
+    grown = train(config(tmp_path, "grown", epochs=1, model=deep, init_from=str(first.last), init_grow=True,
+                         optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:8], samples[32:], progress=False)
+    a, b = mlip.load_potential(first.last), mlip.load_potential(grown.last)
+    assert b.hyperparameters["num_layers"] == 3 and a.hyperparameters["num_layers"] == 1
+    calc_a = mlip.MLIPCalculator(a, dtype="float64")
+    calc_b = mlip.MLIPCalculator(b, dtype="float64")
+    for atoms in samples[32:35]:
+        e_a, e_b = calc_a.get_potential_energy(atoms), calc_b.get_potential_energy(atoms)
+        assert e_b == pytest.approx(e_a, abs=1e-10 * len(atoms))
+        np.testing.assert_allclose(calc_b.get_forces(atoms), calc_a.get_forces(atoms), atol=1e-10)
+    for key, x in a.state_dict().items():
+        assert torch.equal(b.state_dict()[key], x), key
+    # with a learning rate, the appended blocks leave the identity
+    moved = train(config(tmp_path, "moved", epochs=1, model=deep, init_from=str(first.last), init_grow=True,
+                         optimizer=dict(lr=5e-3, ema_decay=0.0)), samples[:16], samples[32:], progress=False)
+    c = mlip.load_potential(moved.last)
+    blocks = c.model.blocks
+    zeroed = [p for blk in blocks[1:] for p in blk.state_dict().values()]
+    assert all(torch.isfinite(p).all() for p in zeroed)
+    probe = blocks[2].attention.project if arch == "equiformer_v3" else blocks[2].attn.out_proj
+    assert any(p.abs().max() > 0 for p in probe.parameters())
+
+
+def test_init_grow_refuses_other_changes_and_shallower_targets(tmp_path, samples):
+    first = train(config(tmp_path, "two", epochs=1, model=dict(GROW_MODELS["platonic"], num_layers=2)),
+                  samples[:8], samples[32:], progress=False)
+    with pytest.raises(ValueError, match="grown deeper"):
+        train(config(tmp_path, "shallower", init_from=str(first.last), init_grow=True),
+              samples[:8], samples[32:], progress=False)
+    with pytest.raises(ValueError, match="hyperparameters"):
+        train(config(tmp_path, "wider", init_from=str(first.last), init_grow=True,
+                     model=dict(GROW_MODELS["platonic"], num_layers=3, channels=8)),
+              samples[:8], samples[32:], progress=False)
+    with pytest.raises(ValueError, match="init_grow needs init_from"):
+        config(tmp_path, "alone", init_grow=True)
+
+
 def test_example_training_configs_parse_and_chain_their_stages():
     """examples/train_*.yaml are valid configs; a stage's init_from is the best checkpoint of an
     earlier example's out_dir, with the same model."""
@@ -305,7 +359,12 @@ def test_example_training_configs_parse_and_chain_their_stages():
     for name, c in configs.items():
         if c.init_from:
             assert c.init_from in best, (name, c.init_from)
-            assert best[c.init_from].model == c.model, name
+            if c.init_grow:  # a deeper model grown from the earlier stage: only num_layers may differ
+                earlier = dict(best[c.init_from].model)
+                assert earlier.pop("num_layers") < c.model["num_layers"], name
+                assert earlier == {k: v for k, v in c.model.items() if k != "num_layers"}, name
+            else:
+                assert best[c.init_from].model == c.model, name
 
 
 def test_validation_without_stress_labels_trains_and_checkpoints(tmp_path, samples):

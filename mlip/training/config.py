@@ -77,6 +77,11 @@ class TrainConfig:
     #: cutoff and hyperparameters must be those of ``model``; its reference energies and output
     #: scale are kept (not refitted)
     init_from: Optional[str] = None
+    #: with ``init_from``: grow a deeper model from a trained shallower one. The checkpoint may have
+    #: fewer transformer blocks (``num_layers``) than ``model``, and nothing else may differ; its
+    #: blocks are copied and the extra ones are appended with their residual branches zeroed, so
+    #: training starts exactly from the checkpoint's energies and forces
+    init_grow: bool = False
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":
@@ -115,6 +120,8 @@ class TrainConfig:
             raise ValueError(f"{where}: data.valid_fraction must be in [0, 1)")
         if not 0 <= self.optimizer.ema_decay < 1:
             raise ValueError(f"{where}: optimizer.ema_decay must be in [0, 1)")
+        if self.init_grow and not self.init_from:
+            raise ValueError(f"{where}: init_grow needs init_from (the checkpoint to grow from)")
 
     def to_dict(self) -> Dict[str, Any]:
         out = asdict(self)

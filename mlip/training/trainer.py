@@ -172,20 +172,46 @@ def _split(samples: list, fraction: float, seed: int):
     return list(train_part), list(valid_part)
 
 
-def _load_initial_weights(potential, source: str) -> None:
+def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
     """Copy the weights of checkpoint ``source`` into ``potential`` (``init_from``), refusing a
-    checkpoint of another architecture, species, cutoff or hyperparameters."""
+    checkpoint of another architecture, species, cutoff or hyperparameters.
+
+    With ``grow`` (``init_grow``) the checkpoint may have fewer transformer blocks than
+    ``potential``: they fill the first blocks, and each extra block is made the identity (the
+    parameters of its ``residual_outputs()`` zeroed), so the grown potential starts with the
+    checkpoint's energies.
+    """
     from mlip.checkpoint import load_potential
 
     start = load_potential(source)
-    mine = (potential.architecture, potential.atomic_numbers.tolist(), float(potential.cutoff),
-            potential.hyperparameters)
-    theirs = (start.architecture, start.atomic_numbers.tolist(), float(start.cutoff), start.hyperparameters)
+    mine_hp, theirs_hp = dict(potential.hyperparameters), dict(start.hyperparameters)
+    n_mine, n_theirs = mine_hp.get("num_layers"), theirs_hp.get("num_layers")
+    if grow:
+        if n_mine is None or n_theirs is None:
+            raise ValueError(f"init_grow: the {potential.architecture} model has no num_layers to grow")
+        if n_theirs > n_mine:
+            raise ValueError(f"init_grow from {source!r}: it has {n_theirs} blocks, more than the config's "
+                             f"model ({n_mine}); a model can only be grown deeper")
+        mine_hp["num_layers"] = theirs_hp["num_layers"]  # the one difference allowed
+    mine = (potential.architecture, potential.atomic_numbers.tolist(), float(potential.cutoff), mine_hp)
+    theirs = (start.architecture, start.atomic_numbers.tolist(), float(start.cutoff), theirs_hp)
     for what, a, b in zip(("architecture", "species", "cutoff", "hyperparameters"), mine, theirs):
         if a != b:
             raise ValueError(f"init_from {source!r}: its {what} ({b}) differs from the config's model ({a})")
     with torch.no_grad():
-        potential.load_state_dict(start.state_dict())
+        if not grow or n_mine == n_theirs:
+            potential.load_state_dict(start.state_dict())
+            return
+        missing, unexpected = potential.load_state_dict(start.state_dict(), strict=False)
+        new_blocks = tuple(f"model.blocks.{i}." for i in range(n_theirs, n_mine))
+        stray = [k for k in missing if not k.startswith(new_blocks)]
+        if unexpected or stray:  # the block layout is not what growing assumes
+            raise ValueError(f"init_grow from {source!r}: tensors do not line up (unexpected "
+                             f"{unexpected[:3]}, missing outside the new blocks {stray[:3]})")
+        for block in potential.model.blocks[n_theirs:]:
+            for module in block.residual_outputs():
+                for p in module.parameters():
+                    p.zero_()
 
 
 # ----------------------------------------------------------------------------------- train
@@ -227,7 +253,7 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     potential = create_model(name, seed=config.seed, **model_args)
     numbers = potential.atomic_numbers.tolist()
     if config.init_from:
-        _load_initial_weights(potential, config.init_from)
+        _load_initial_weights(potential, config.init_from, grow=config.init_grow)
         scale, scale_kind = float(potential.scale), f"kept from {config.init_from}"
     else:
         reference = fit_reference_energies(train_samples, numbers)

@@ -20,6 +20,11 @@ class TransformerBlock(nn.Module):
         self.norm_feed_forward = make_norm(norm, lmax, channels)
         self.feed_forward = feed_forward
 
+    def residual_outputs(self) -> tuple:
+        """The last linear map of each residual branch: zeroed, they make the block the identity
+        (``init_grow`` appends such blocks to grow a trained model deeper)."""
+        return (self.attention.project, self.feed_forward.linear_out)
+
     def forward(self, x, edge_index, species, rbf, envelope, wigner) -> torch.Tensor:
         x = x + self.attention(self.norm_attention(x), edge_index, species, rbf, envelope, wigner)
         return x + self.feed_forward(self.norm_feed_forward(x))

@@ -36,6 +36,11 @@ class PlatonicBlock(nn.Module):
         self.norm2 = nn.LayerNorm(channels)
         self.ffn = FeedForward(group, channels, ffn_multiplier)
 
+    def residual_outputs(self) -> tuple:
+        """The last linear map of each residual branch: zeroed, they make the block the identity
+        (``init_grow`` appends such blocks to grow a trained model deeper)."""
+        return (self.attn.out_proj, self.ffn.fc2)
+
     def forward(self, x, edge_index, frame_vec, radial, envelope):
         """x [N, G, C] → [N, G, C]."""
         x = x + self.attn(self.norm1(x), edge_index, frame_vec, radial, envelope)
