@@ -1,0 +1,61 @@
+"""The README's result tables agree with what the repository ships and measures.
+
+The shipped-models table is written by hand each time a model is re-trained; its parameter counts and
+test errors must be those of the model cards (``models/pretrained/NAME.json``, written by
+``benchmarks/model_card.py``). The ablation table (an issue requirement) must list every variant that
+``benchmarks/ablations.py`` defines.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+CARDS = sorted((ROOT / "models" / "pretrained").glob("*.json"))
+
+pytestmark = pytest.mark.skipif(not README.is_file(), reason="README.md is not beside the tests (installed tests)")
+
+
+def _row(text: str, first_cell: str) -> list:
+    """Cells of the README table row whose first cell starts with ``first_cell``."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].startswith(first_cell):
+            return cells
+    raise AssertionError(f"README.md has no table row starting with {first_cell!r}")
+
+
+def test_every_shipped_model_has_a_card():
+    assert {p.stem for p in CARDS} >= {"equiformer_v3-emt", "platonic-emt"}
+
+
+@pytest.mark.parametrize("card_path", CARDS, ids=[p.stem for p in CARDS])
+def test_shipped_models_table_matches_the_model_card(card_path):
+    card = json.loads(card_path.read_text())
+    cells = _row(README.read_text(encoding="utf-8"), f"`{card['name']}`")
+    assert int(cells[2].replace(",", "")) == card["n_parameters"]
+    numbers = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?) meV/", cells[3])]
+    assert len(numbers) == 3, cells[3]
+    metrics = card["test"]["metrics"]
+    expected = [metrics["energy_mae_meV_per_atom"], metrics["forces_mae_meV_per_A"],
+                metrics["stress_mae_meV_per_A3"]]
+    # The README rounds to one decimal (stress below 1 meV/Å³ to two): within half a unit of the last digit.
+    for shown, measured in zip(numbers, expected):
+        assert abs(shown - measured) <= 0.05 + 1e-9, (card["name"], numbers, expected)
+
+
+def test_readme_reports_every_ablation_variant():
+    spec = importlib.util.spec_from_file_location("ablations", ROOT / "benchmarks" / "ablations.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = README.read_text(encoding="utf-8")
+    for name in module.VARIANTS:
+        cells = _row(text, name)
+        errors = [float(c) for c in cells[-3:]]  # energy, force and stress MAE
+        assert all(e > 0 for e in errors), (name, cells)
