@@ -20,7 +20,8 @@ from mlip.potential import Potential
 from mlip.version import __version__
 
 FORMAT = "mlip-checkpoint"
-FORMAT_VERSION = 1
+#: 2 adds ``isolated_reference``; files without it are still written as version 1 (older packages read them)
+FORMAT_VERSION = 2
 HEADER_KEY = "mlip"
 
 
@@ -30,9 +31,9 @@ class CheckpointError(ValueError):
 
 def checkpoint_header(potential: Potential) -> dict:
     """The JSON header describing ``potential``."""
-    return {
+    header = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 2 if potential.isolated_reference else 1,
         "package_version": __version__,
         "architecture": potential.architecture,
         "hyperparameters": potential.hyperparameters,
@@ -44,6 +45,9 @@ def checkpoint_header(potential: Potential) -> dict:
         "num_parameters": potential.num_parameters(),
         "metadata": potential.metadata,
     }
+    if potential.isolated_reference:  # a package that ignored it would give wrong energies: version 2
+        header["isolated_reference"] = True
+    return header
 
 
 def _read_umask() -> int:
@@ -194,6 +198,10 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
     ref = potential.reference_energies.tolist()
     if any(not math.isclose(a, b, rel_tol=0, abs_tol=1e-12) for a, b in zip(ref, header["reference_energies"])):
         raise CheckpointError(f"{path}: header reference energies disagree with the stored tensors")
+    isolated = header.get("isolated_reference", False)
+    if not isinstance(isolated, bool):
+        raise CheckpointError(f"{path}: header isolated_reference must be true or false, got {isolated!r}")
+    potential.isolated_reference = isolated
     potential.metadata = dict(header.get("metadata") or {})
     potential.eval()
     return potential

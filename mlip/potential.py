@@ -19,6 +19,10 @@ class Potential(nn.Module):
     """Wraps an energy model into a potential energy surface.
 
     Per-atom energy  E_i = scale · model_i + E_ref[Z_i];  total energy E = Σ_i E_i per structure;
+    with ``isolated_reference`` the reference energies are isolated-atom energies and the model's
+    own output for an atom with no neighbours is subtracted,  E_i = E_ref[Z_i] + scale · (model_i −
+    model_iso[Z_i]),  so an isolated atom has exactly its reference energy (the dissociation limit)
+    whatever the weights (only per-element constants change: forces and stress are the same);
     forces F = −∂E/∂r; stress σ = (1/V) ∂E/∂ε for a symmetric strain ε applied to positions *and*
     cell before edge vectors are formed (ASE sign convention, eV/Å³, Voigt order xx yy zz yz xz xy).
 
@@ -35,6 +39,7 @@ class Potential(nn.Module):
         reference_energies: per-element reference energies (eV), in ``species`` order; default zeros.
         scale: multiplies the model output (eV).
         metadata: JSON-serialisable provenance stored in checkpoints.
+        isolated_reference: ``reference_energies`` are isolated-atom energies, matched exactly (above).
     """
 
     def __init__(
@@ -47,6 +52,7 @@ class Potential(nn.Module):
         reference_energies: Optional[Sequence[float]] = None,
         scale: float = 1.0,
         metadata: Optional[dict] = None,
+        isolated_reference: bool = False,
     ):
         super().__init__()
         numbers = to_atomic_numbers(species)
@@ -68,6 +74,8 @@ class Potential(nn.Module):
             )
         self.register_buffer("reference_energies", torch.tensor(list(reference_energies), dtype=torch.float64))
         self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float64))
+        #: reference energies are isolated-atom energies, reproduced exactly (see the class docstring)
+        self.isolated_reference = bool(isolated_reference)
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -93,6 +101,23 @@ class Potential(nn.Module):
         return idx
 
     # ------------------------------------------------------------------ evaluation
+    def isolated_model_energies(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """The model's per-atom output [n_species] for one atom of each species with no neighbours
+        (a graph of n_species single-atom structures and no edges); differentiable in the weights."""
+        n = len(self.atomic_numbers)
+        device = self.atomic_numbers.device
+        index = torch.arange(n, device=device)
+        no_edges = torch.zeros((2, 0), dtype=torch.int64, device=device)
+        return self.model(index, no_edges, torch.zeros((0, 3), dtype=dtype, device=device), index, n)
+
+    def per_element_offsets(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """What is added to ``scale · model_i`` for each species [n_species] (eV): the reference
+        energies, minus ``scale · model_iso`` with ``isolated_reference``."""
+        offsets = self.reference_energies.to(dtype)
+        if self.isolated_reference:
+            offsets = offsets - self.scale.to(dtype) * self.isolated_model_energies(dtype)
+        return offsets
+
     def forward(
         self,
         graph: AtomicGraph,
@@ -127,7 +152,7 @@ class Potential(nn.Module):
                 cell = cell + torch.bmm(cell, sym)
             vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
             model_energy = self.model(species, graph.edge_index, vec, graph.batch, n_graphs)
-            energies = model_energy * self.scale.to(dtype) + self.reference_energies.to(dtype)[species]
+            energies = model_energy * self.scale.to(dtype) + self.per_element_offsets(dtype)[species]
             energy = scatter_sum(energies, graph.batch, n_graphs)
             out: Dict[str, torch.Tensor] = {"energy": energy, "energies": energies}
             if need_grad:

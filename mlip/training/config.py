@@ -82,6 +82,13 @@ class TrainConfig:
     #: blocks are copied and the extra ones are appended with their residual branches zeroed, so
     #: training starts exactly from the checkpoint's energies and forces
     init_grow: bool = False
+    #: per-element reference energies: ``"least_squares"`` (fitted on the training set; with
+    #: ``init_from``, the checkpoint's are kept) or ``"isolated_atoms"``: the energies of the
+    #: isolated-atom structures (one atom, no neighbour within the cutoff) of the training data, both
+    #: sides of the validation split, one per element needed; the model's own output for an isolated
+    #: atom is then subtracted, so isolated atoms are exact (:class:`mlip.Potential`). With
+    #: ``init_from`` it switches a least-squares checkpoint over (only per-element constants move)
+    reference_energies: str = "least_squares"
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":
@@ -120,6 +127,9 @@ class TrainConfig:
             raise ValueError(f"{where}: data.valid_fraction must be in [0, 1)")
         if not 0 <= self.optimizer.ema_decay < 1:
             raise ValueError(f"{where}: optimizer.ema_decay must be in [0, 1)")
+        if self.reference_energies not in ("least_squares", "isolated_atoms"):
+            raise ValueError(f"{where}: reference_energies must be least_squares or isolated_atoms, "
+                             f"got {self.reference_energies!r}")
         if self.init_grow and not self.init_from:
             raise ValueError(f"{where}: init_grow needs init_from (the checkpoint to grow from)")
 

@@ -1,4 +1,5 @@
-"""Per-element reference energies by least squares, and the energy scale of the model output."""
+"""Per-element reference energies (by least squares, or from isolated-atom structures) and the
+energy scale of the model output."""
 
 from __future__ import annotations
 
@@ -31,6 +32,48 @@ def fit_reference_energies(samples: Sequence, species_numbers: Sequence[int], ri
     energies = np.array([labels_of(s, f"structure {i}").energy for i, s in enumerate(samples)])
     a = counts.T @ counts + ridge * np.eye(counts.shape[1]) * max(1.0, np.trace(counts.T @ counts) / counts.shape[1])
     return np.linalg.solve(a, counts.T @ energies)
+
+
+def is_isolated_atom(atoms, cutoff: float) -> bool:
+    """One atom with no neighbour within ``cutoff`` (Å), periodic images included."""
+    if len(atoms) != 1:
+        return False
+    import torch
+
+    from mlip.neighbors import neighbor_list
+
+    edge_index, _ = neighbor_list(torch.tensor(atoms.positions, dtype=torch.float64),
+                                  torch.tensor(np.asarray(atoms.cell), dtype=torch.float64),
+                                  torch.tensor(atoms.pbc), float(cutoff))
+    return edge_index.shape[1] == 0
+
+
+def isolated_atom_energies(samples: Sequence, species_numbers: Sequence[int], cutoff: float) -> np.ndarray:
+    """E_iso [n_species] (eV): the labelled energy of each element's isolated-atom structure(s) (see
+    :func:`is_isolated_atom`). ValueError naming the elements without one, or an element whose
+    isolated-atom structures disagree (by more than 1 meV)."""
+    from mlip.elements import to_symbols
+
+    found = {}
+    for i, sample in enumerate(samples):
+        atoms = atoms_of(sample)
+        if is_isolated_atom(atoms, cutoff):
+            found.setdefault(int(atoms.numbers[0]), []).append((labels_of(sample, f"structure {i}").energy, i))
+    missing = [z for z in species_numbers if int(z) not in found]
+    if missing:
+        raise ValueError(
+            "isolated-atom reference energies need one structure per element holding a single atom with no "
+            f"neighbour within the {cutoff} Å cutoff; none for {', '.join(to_symbols(missing))}"
+            + (f" (found: {', '.join(to_symbols(sorted(found)))})" if found else ""))
+    out = []
+    for z in species_numbers:
+        energies = found[int(z)]
+        values = [e for e, _ in energies]
+        if max(values) - min(values) > 1e-3:
+            raise ValueError(f"isolated {to_symbols([int(z)])[0]} atoms disagree: energies {values} eV in "
+                             f"structures {[i for _, i in energies]}")
+        out.append(float(np.mean(values)))
+    return np.array(out)
 
 
 def output_scale(samples: Sequence, species_numbers: Sequence[int], reference: np.ndarray) -> Tuple[float, str]:

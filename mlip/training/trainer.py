@@ -31,7 +31,7 @@ from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.evaluation import evaluate
-from mlip.training.reference_energies import fit_reference_energies, output_scale
+from mlip.training.reference_energies import fit_reference_energies, isolated_atom_energies, output_scale
 from mlip.training.samples import atoms_of, labels_of
 from mlip.training.schedule import warmup_cosine
 
@@ -252,15 +252,22 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     name = model_args.pop("name")
     potential = create_model(name, seed=config.seed, **model_args)
     numbers = potential.atomic_numbers.tolist()
+    isolated = None
+    if config.reference_energies == "isolated_atoms":
+        isolated = isolated_atom_energies(train_samples + valid_samples, numbers, potential.cutoff)
     if config.init_from:
         _load_initial_weights(potential, config.init_from, grow=config.init_grow)
         scale, scale_kind = float(potential.scale), f"kept from {config.init_from}"
     else:
-        reference = fit_reference_energies(train_samples, numbers)
+        reference = fit_reference_energies(train_samples, numbers) if isolated is None else isolated
         scale, scale_kind = output_scale(train_samples, numbers, reference)
         with torch.no_grad():
-            potential.reference_energies.copy_(torch.tensor(reference, dtype=torch.float64))
             potential.scale.fill_(scale)
+    if isolated is not None or not config.init_from:
+        with torch.no_grad():
+            potential.reference_energies.copy_(torch.tensor(reference if isolated is None else isolated,
+                                                            dtype=torch.float64))
+        potential.isolated_reference = isolated is not None
     dtype = getattr(torch, config.dtype)
     device = dist.device  # config.device, or this process's own GPU under torchrun
     potential = potential.to(device=device, dtype=dtype)
