@@ -155,6 +155,21 @@ def test_init_from_a_least_squares_checkpoint_switches_it_over(tmp_path):
         labelled(Atoms("Au")).get_potential_energy(), abs=1e-6)
 
 
+def test_init_from_an_isolated_atom_checkpoint_keeps_its_mode(tmp_path):
+    """A later least-squares stage (the default) keeps the checkpoint's reference energies, and with
+    them their isolated-atom meaning: the energies do not move."""
+    samples = dataset()
+    first = train(run_config(tmp_path, "iso", epochs=1), samples[:10], samples[10:], progress=False)
+    second = train(run_config(tmp_path, "kept", reference_energies="least_squares", init_from=str(first.best),
+                              epochs=1, optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:10], samples[10:],
+                   progress=False)
+    before, after = mlip.load_potential(first.best), mlip.load_potential(second.best)
+    assert after.isolated_reference is True
+    atoms = crystal()
+    assert energy_forces_stress(after.double(), atoms)[0] == pytest.approx(
+        energy_forces_stress(before.double(), atoms)[0], abs=1e-9)
+
+
 def test_missing_or_inconsistent_isolated_atoms_are_named(tmp_path):
     samples = dataset(with_gold=False)
     with pytest.raises(ValueError, match="none for Au"):

@@ -83,7 +83,7 @@ class TrainConfig:
     #: training starts exactly from the checkpoint's energies and forces
     init_grow: bool = False
     #: per-element reference energies: ``"least_squares"`` (fitted on the training set; with
-    #: ``init_from``, the checkpoint's are kept) or ``"isolated_atoms"``: the energies of the
+    #: ``init_from``, the checkpoint's are kept, isolated-atom ones included) or ``"isolated_atoms"``: the energies of the
     #: isolated-atom structures (one atom, no neighbour within the cutoff) of the training data, both
     #: sides of the validation split, one per element needed; the model's own output for an isolated
     #: atom is then subtracted, so isolated atoms are exact (:class:`mlip.Potential`). With

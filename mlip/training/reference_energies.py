@@ -38,14 +38,9 @@ def is_isolated_atom(atoms, cutoff: float) -> bool:
     """One atom with no neighbour within ``cutoff`` (Å), periodic images included."""
     if len(atoms) != 1:
         return False
-    import torch
+    from mlip.graph import batch_atoms
 
-    from mlip.neighbors import neighbor_list
-
-    edge_index, _ = neighbor_list(torch.tensor(atoms.positions, dtype=torch.float64),
-                                  torch.tensor(np.asarray(atoms.cell), dtype=torch.float64),
-                                  torch.tensor(atoms.pbc), float(cutoff))
-    return edge_index.shape[1] == 0
+    return batch_atoms([atoms], cutoff).edge_index.shape[1] == 0
 
 
 def isolated_atom_energies(samples: Sequence, species_numbers: Sequence[int], cutoff: float) -> np.ndarray:

@@ -198,6 +198,8 @@ def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
     for what, a, b in zip(("architecture", "species", "cutoff", "hyperparameters"), mine, theirs):
         if a != b:
             raise ValueError(f"init_from {source!r}: its {what} ({b}) differs from the config's model ({a})")
+    # The reference energies travel with the state dict; whether they are isolated-atom energies does not.
+    potential.isolated_reference = start.isolated_reference
     with torch.no_grad():
         if not grow or n_mine == n_theirs:
             potential.load_state_dict(start.state_dict())
@@ -252,22 +254,22 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     name = model_args.pop("name")
     potential = create_model(name, seed=config.seed, **model_args)
     numbers = potential.atomic_numbers.tolist()
-    isolated = None
-    if config.reference_energies == "isolated_atoms":
-        isolated = isolated_atom_energies(train_samples + valid_samples, numbers, potential.cutoff)
+    isolated = config.reference_energies == "isolated_atoms"
+    # None: keep the init_from checkpoint's reference energies (and whether they are isolated-atom ones)
+    reference = isolated_atom_energies(train_samples + valid_samples, numbers, potential.cutoff) if isolated else None
     if config.init_from:
         _load_initial_weights(potential, config.init_from, grow=config.init_grow)
         scale, scale_kind = float(potential.scale), f"kept from {config.init_from}"
     else:
-        reference = fit_reference_energies(train_samples, numbers) if isolated is None else isolated
+        if reference is None:
+            reference = fit_reference_energies(train_samples, numbers)
         scale, scale_kind = output_scale(train_samples, numbers, reference)
         with torch.no_grad():
             potential.scale.fill_(scale)
-    if isolated is not None or not config.init_from:
+    if reference is not None:
         with torch.no_grad():
-            potential.reference_energies.copy_(torch.tensor(reference if isolated is None else isolated,
-                                                            dtype=torch.float64))
-        potential.isolated_reference = isolated is not None
+            potential.reference_energies.copy_(torch.tensor(reference, dtype=torch.float64))
+        potential.isolated_reference = isolated
     dtype = getattr(torch, config.dtype)
     device = dist.device  # config.device, or this process's own GPU under torchrun
     potential = potential.to(device=device, dtype=dtype)
