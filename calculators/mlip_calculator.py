@@ -59,8 +59,10 @@ class MLIPCalculator(Calculator):
     ``atoms.info`` change.
 
     Args:
-        potential: the :class:`mlip.Potential` to serve. It is used as is when already on the
-            requested device and dtype, otherwise a converted copy is made.
+        potential: the :class:`mlip.Potential` to serve. The calculator keeps its own copy, on
+            the requested device and dtype, with the weights frozen (no gradient with respect to
+            them: forces and stress only need the positions and the strain), so training the
+            original later neither changes nor is changed by the calculator.
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
         dtype: ``"float32"`` (fast MD) or ``"float64"`` (relaxations, phonons, finite differences).
         neighbor_backend: ``"auto"``, ``"vesin"`` or ``"torch"``.
@@ -86,10 +88,8 @@ class MLIPCalculator(Calculator):
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)
         self.neighbor_backend = neighbor_backend
-        params = list(potential.parameters())
-        if params and (params[0].device != self.device or any(p.dtype != self.dtype for p in params)):
-            potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
-        self.potential = potential.eval()
+        potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
+        self.potential = potential.requires_grad_(False).eval()
         if self.device.type == "cpu":
             tune_malloc()  # linear cost in system size on CPU (see mlip.allocator)
 

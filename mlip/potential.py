@@ -76,6 +76,7 @@ class Potential(nn.Module):
         self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float64))
         #: reference energies are isolated-atom energies, reproduced exactly (see the class docstring)
         self.isolated_reference = bool(isolated_reference)
+        self._isolated_cache: Optional[tuple] = None  # (key, model_iso) for frozen weights
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -84,8 +85,8 @@ class Potential(nn.Module):
         return to_symbols(self.atomic_numbers.tolist())
 
     def num_parameters(self) -> int:
-        """Number of trainable parameters."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+        """Number of weights (counted whether or not they are frozen, as in a calculator)."""
+        return sum(p.numel() for p in self.parameters())
 
     def species_index(self, numbers: torch.Tensor) -> torch.Tensor:
         """Map atomic numbers [n_atoms] to embedding indices; ValueError for unsupported elements."""
@@ -110,12 +111,34 @@ class Potential(nn.Module):
         no_edges = torch.zeros((2, 0), dtype=torch.int64, device=device)
         return self.model(index, no_edges, torch.zeros((0, 3), dtype=dtype, device=device), index, n)
 
+    def _weights_state(self) -> tuple:
+        """Identity, storage and in-place version of every parameter and buffer: changes whenever
+        a weight does (an optimizer step, ``load_state_dict``, ``.to()``)."""
+        tensors = list(self.parameters()) + list(self.buffers())
+        return tuple((id(t), t.data_ptr(), t._version) for t in tensors)
+
+    def _isolated_energies(self, dtype: torch.dtype) -> torch.Tensor:
+        """``isolated_model_energies`` [n_species], cached while the weights are frozen.
+
+        When a gradient with respect to the weights can be taken (grad mode on and some parameter
+        requiring it: training) it is recomputed on every call, so it stays in the graph. Otherwise
+        (a calculator, whose copy of the weights is frozen, or ``torch.no_grad``) it is computed
+        once per state of the weights: one forward pass fewer per call, a quarter of the time of a
+        4-atom cell with the shipped EquiformerV3."""
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            return self.isolated_model_energies(dtype)
+        key = (dtype, self.atomic_numbers.device, self._weights_state())
+        if self._isolated_cache is None or self._isolated_cache[0] != key:
+            with torch.no_grad():
+                self._isolated_cache = (key, self.isolated_model_energies(dtype))
+        return self._isolated_cache[1]
+
     def per_element_offsets(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """What is added to ``scale · model_i`` for each species [n_species] (eV): the reference
         energies, minus ``scale · model_iso`` with ``isolated_reference``."""
         offsets = self.reference_energies.to(dtype)
         if self.isolated_reference:
-            offsets = offsets - self.scale.to(dtype) * self.isolated_model_energies(dtype)
+            offsets = offsets - self.scale.to(dtype) * self._isolated_energies(dtype)
         return offsets
 
     def forward(

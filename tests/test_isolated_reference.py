@@ -13,6 +13,7 @@ from ase.calculators.singlepoint import SinglePointCalculator
 
 import mlip
 from mlip.checkpoint import CheckpointError
+from mlip.graph import batch_atoms, edge_vectors
 from mlip.models import create_model
 from mlip.training import TrainConfig, train
 
@@ -184,3 +185,61 @@ def test_missing_or_inconsistent_isolated_atoms_are_named(tmp_path):
         train(run_config(tmp_path, "box"), samples + [small_box], [], progress=False)
     with pytest.raises(ValueError, match="reference_energies must be"):
         run_config(tmp_path, "typo", reference_energies="isolated")
+
+
+def test_the_calculator_caches_the_isolated_atoms_and_follows_new_weights():
+    """A calculator reuses model_iso while its (frozen) weights stay the same, gives the numbers of
+    the uncached expression, and recomputes after its weights change; the user's potential keeps
+    trainable weights."""
+    potential = make("equiformer_v3", seed=3)
+    calc = mlip.MLIPCalculator(potential, device="cpu", dtype="float64")
+    assert all(p.requires_grad for p in potential.parameters())
+    assert not any(p.requires_grad for p in calc.potential.parameters())
+    atoms = crystal()
+    calls = []
+    original = calc.potential.isolated_model_energies
+    calc.potential.isolated_model_energies = lambda *a, **k: calls.append(1) or original(*a, **k)
+
+    def energy_now(pot):
+        graph = batch_atoms([atoms], pot.cutoff, dtype=torch.float64)
+        return float(pot(graph, compute_forces=False, compute_stress=False)["energy"].detach())
+
+    for shift in (0.0, 0.01, 0.02):
+        atoms.positions[0, 0] += shift
+        atoms.calc = calc
+        assert atoms.get_potential_energy() == pytest.approx(energy_now(potential), abs=1e-10)
+    assert len(calls) == 1  # three positions, one isolated-atom forward pass
+    # new weights (an in-place update, as load_state_dict or an optimizer does) are seen
+    with torch.no_grad():
+        for p in potential.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    calc.potential.load_state_dict(potential.state_dict())
+    calc.reset()
+    assert atoms.get_potential_energy() == pytest.approx(energy_now(potential), abs=1e-10)
+    assert len(calls) == 2
+
+
+def test_training_keeps_the_isolated_atoms_in_the_graph():
+    """With trainable weights and grad mode on, model_iso is recomputed in every forward pass, so
+    two training steps back-propagate through their own graphs and the gradient includes
+    -scale * d(model_iso)/dw (checked against the gradient with the offsets computed by hand)."""
+    potential = make("equiformer_v3", seed=4)
+    graph = batch_atoms([crystal()], potential.cutoff, dtype=torch.float64)
+    grads = []
+    for _ in range(2):
+        potential.zero_grad()
+        potential(graph, compute_forces=False, compute_stress=False)["energy"].sum().backward()
+        grads.append([p.grad.clone() for p in potential.parameters() if p.grad is not None])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+    potential.zero_grad()
+    species = potential.species_index(graph.numbers)
+    vec = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts)
+    by_hand = potential.model(species, graph.edge_index, vec, graph.batch, 1) * potential.scale + (
+        potential.reference_energies - potential.scale * potential.isolated_model_energies()
+    )[species]
+    by_hand.sum().backward()
+    expected = [p.grad for p in potential.parameters() if p.grad is not None]
+    assert len(expected) == len(grads[0])
+    for a, b in zip(grads[0], expected):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
