@@ -123,8 +123,8 @@ class Potential(nn.Module):
         When a gradient with respect to the weights can be taken (grad mode on and some parameter
         requiring it: training) it is recomputed on every call, so it stays in the graph. Otherwise
         (a calculator, whose copy of the weights is frozen, or ``torch.no_grad``) it is computed
-        once per state of the weights: one forward pass fewer per call, a quarter of the time of a
-        4-atom cell with the shipped EquiformerV3."""
+        once per state of the weights: one forward pass fewer per call, 12–20 % of the time of a
+        4-atom call with the shipped EquiformerV3 (benchmarks/isolated_reference_cost.py)."""
         if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
             return self.isolated_model_energies(dtype)
         key = (dtype, self.atomic_numbers.device, self._weights_state())
