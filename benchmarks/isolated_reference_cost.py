@@ -12,26 +12,12 @@ cost without caching), on rattled fcc Cu cells, energy + forces + stress per cal
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 from ase.build import bulk
 
 import mlip
-
-
-def median_ms(calc, atoms, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        atoms.rattle(1e-3)
-        calc.reset()
-        atoms.calc = calc
-        start = time.perf_counter()
-        atoms.get_forces()
-        atoms.get_stress()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return 1e3 * times[len(times) // 2]
+from platonic_md_step import time_steps  # beside this script: median seconds per energy + forces + stress call
 
 
 def main() -> None:
@@ -60,9 +46,9 @@ def main() -> None:
         for size in args.sizes:
             atoms = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
             potential._isolated_energies = recomputed
-            slow = median_ms(calc, atoms, args.repeats)
+            slow = 1e3 * time_steps(calc, atoms, args.repeats)
             potential._isolated_energies = cached
-            fast = median_ms(calc, atoms, args.repeats)
+            fast = 1e3 * time_steps(calc, atoms, args.repeats)
             print(f"{len(atoms):>6} {round_:>5} {slow:>11.1f} {fast:>8.1f} {fast / slow:>18.2f}")
 
 
