@@ -59,3 +59,19 @@ def test_readme_reports_every_ablation_variant():
         cells = _row(text, name)
         errors = [float(c) for c in cells[-3:]]  # energy, force and stress MAE
         assert all(e > 0 for e in errors), (name, cells)
+
+
+@pytest.mark.parametrize("card_path", CARDS, ids=[p.stem for p in CARDS])
+def test_readme_discovery_scores_match_the_model_card(card_path):
+    """The README's summary of the miniature Matbench Discovery ("`NAME` scores F1 …, hull-distance
+    MAE … meV/atom") quotes the card's F1 to three decimals and its MAE to 0.1 meV/atom."""
+    card = json.loads(card_path.read_text())
+    if "mini_discovery" not in card:
+        pytest.skip(f"{card['name']} has no miniature-discovery result")
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    found = re.search(rf"`{re.escape(card['name'])}` (?:scores )?F1 (\d\.\d+), (?:hull-distance )?MAE "
+                      r"(\d+(?:\.\d+)?) meV/atom", text)
+    assert found, f"README.md does not give {card['name']}'s miniature-discovery F1 and MAE"
+    metrics = card["mini_discovery"]["metrics"]
+    assert abs(float(found.group(1)) - metrics["F1"]) <= 0.0005 + 1e-9, (found.group(0), metrics["F1"])
+    assert abs(float(found.group(2)) - 1000 * metrics["MAE"]) <= 0.05 + 1e-9, (found.group(0), metrics["MAE"])
