@@ -1,0 +1,74 @@
+"""Training-step cost of the Platonic Transformer against its width, depth, heads and group.
+
+    OMP_NUM_THREADS=1 python benchmarks/platonic_width_cost.py --train emt-train.xyz
+
+Each size is the shipped stage-1 config (``examples/train_platonic_emt.yaml``) with its model
+overridden; a step is what ``mlip train`` does per batch (forward, forces, stress with the graph
+kept, backward, AdamW), timed by :func:`ablations.seconds_per_step` on the first batches of the
+training file. The sizes are timed in alternating rounds and each row prints the median over
+rounds and its ratio to the shipped size, both from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ablations import PLATONIC, seconds_per_step  # noqa: E402
+
+#: label → model overrides of the shipped stage-1 config (the first row is the shipped size)
+SIZES = {
+    "shipped: 16 channels, 2 blocks, 2 heads": {},
+    "32 channels": {"channels": 32},
+    "48 channels": {"channels": 48},
+    "64 channels": {"channels": 64},
+    "24 channels, 3 blocks": {"channels": 24, "num_layers": 3},
+    "32 channels, 3 blocks": {"channels": 32, "num_layers": 3},
+    "32 channels, 4 heads": {"channels": 32, "num_heads": 4},
+    "octahedral group": {"group": "octahedral"},
+}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", default="emt-train.xyz", help="training extxyz (its first batches are timed)")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per size and round (after 1 warm-up)")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from mlip.data import read_dataset
+    from mlip.yaml_io import read_yaml
+
+    base = read_yaml(PLATONIC, "training config")
+    samples = list(read_dataset(args.train))[: (args.steps + 1) * base["batch_size"]]
+    times = {label: [] for label in SIZES}
+    params = {}
+    for _ in range(args.rounds):
+        for label, overrides in SIZES.items():
+            cfg = json.loads(json.dumps(base))
+            cfg["model"].update(overrides)
+            cfg["data"] = {}
+            times[label].append(seconds_per_step(cfg, samples, args.steps))
+            if label not in params:
+                from mlip.models import create_model
+
+                model = dict(cfg["model"])
+                params[label] = create_model(model.pop("name"), seed=0, **model).num_parameters()
+    reference = float(np.median(times[next(iter(SIZES))]))
+    print(f"{torch.get_num_threads()} thread(s), batch {base['batch_size']}, {args.steps} steps x {args.rounds} rounds")
+    print(f"{'size':<42}{'parameters':>12}{'s/step':>9}{'ratio':>8}")
+    for label in SIZES:
+        median = float(np.median(times[label]))
+        print(f"{label:<42}{params[label]:>12,}{median:>9.3f}{median / reference:>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
