@@ -12,7 +12,6 @@ rounds and its ratio to the shipped size, both from the same run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -44,23 +43,20 @@ def main(argv=None) -> int:
     import torch
 
     from mlip.data import read_dataset
+    from mlip.models import create_model
     from mlip.yaml_io import read_yaml
 
     base = read_yaml(PLATONIC, "training config")
     samples = list(read_dataset(args.train))[: (args.steps + 1) * base["batch_size"]]
-    times = {label: [] for label in SIZES}
+    configs = {label: dict(base, data={}, model=dict(base["model"], **overrides)) for label, overrides in SIZES.items()}
     params = {}
+    for label, cfg in configs.items():
+        model = dict(cfg["model"])
+        params[label] = create_model(model.pop("name"), seed=0, **model).num_parameters()
+    times = {label: [] for label in SIZES}
     for _ in range(args.rounds):
-        for label, overrides in SIZES.items():
-            cfg = json.loads(json.dumps(base))
-            cfg["model"].update(overrides)
-            cfg["data"] = {}
+        for label, cfg in configs.items():
             times[label].append(seconds_per_step(cfg, samples, args.steps))
-            if label not in params:
-                from mlip.models import create_model
-
-                model = dict(cfg["model"])
-                params[label] = create_model(model.pop("name"), seed=0, **model).num_parameters()
     reference = float(np.median(times[next(iter(SIZES))]))
     print(f"{torch.get_num_threads()} thread(s), batch {base['batch_size']}, {args.steps} steps x {args.rounds} rounds")
     print(f"{'size':<42}{'parameters':>12}{'s/step':>9}{'ratio':>8}")
