@@ -33,6 +33,11 @@ ARCHITECTURES = {
              attention="softmax"),
         "group",
     ),
+    "platonic-density": (
+        dict(name="platonic", group="tetrahedral", channels=8, num_layers=1, num_heads=2, head_dim=4,
+             attention="softmax", density=True, avg_neighbors=8.0, radial_values=True),
+        "group",
+    ),
     "platonic-linear": (
         dict(name="platonic", group="octahedral", channels=4, num_layers=2, num_heads=2, head_dim=2,
              attention="linear"),
@@ -61,6 +66,12 @@ def build_potential(arch: str, species=SPECIES, cutoff=CUTOFF, seed=0, dtype=tor
     potential = create_model(kwargs.pop("name"), species=species, cutoff=cutoff, seed=seed, **kwargs)
     # Non-trivial per-element references and scale so that the wrapper's arithmetic is exercised.
     with torch.no_grad():
+        # Weight matrices that start at zero (Platonic's attention radial bias and value filter) would
+        # leave the path from their input untested: give them small random values.
+        generator = torch.Generator().manual_seed(seed)
+        for param in potential.model.parameters():
+            if param.dim() >= 2 and not param.any():
+                param.copy_(0.3 * torch.randn(param.shape, generator=generator, dtype=param.dtype))
         potential.reference_energies.copy_(torch.linspace(-3.0, -1.0, len(species), dtype=torch.float64))
         potential.scale.fill_(0.7)
     return potential.to(dtype).eval()

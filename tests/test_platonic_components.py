@@ -118,3 +118,43 @@ def test_parameter_count_matches_hyperparameters():
     )
     expected = S * C + L * per_block + 2 * C + gl(C, C) + gl(C, 1)
     assert p.num_parameters() == expected
+    # The neighbour-density embedding adds one bias-free (S·R → C) map.
+    with_density = create_model("platonic", species=["Cu", "Au", "Ni"], cutoff=5.0, group="T", channels=C,
+                                num_layers=L, num_heads=H, head_dim=D, ffn_multiplier=m, num_radial=R, density=True)
+    assert with_density.num_parameters() == expected + S * R * C
+
+
+def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
+    """ρ_i[Z, n] = Σ_{j ≠ i within r_c, all periodic images, Z_j = Z} φ(r_ij) B_n(r_ij), checked
+    against ASE's neighbour list in a cell smaller than the cutoff (an atom sees its own images)."""
+    from ase.build import bulk
+    from ase.neighborlist import neighbor_list
+
+    import mlip
+    from mlip.graph import edge_vectors
+    from mlip.models.platonic import NeighbourDensityEmbedding
+    from mlip.radial import BesselBasis
+
+    cutoff, R = 4.5, 5
+    species = ["Cu", "Au", "Ni"]
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    atoms.symbols[[1, 3]] = "Au"
+    atoms.rattle(0.1, seed=3)
+    graph = mlip.batch_atoms([atoms], cutoff, dtype=torch.float64)
+    index = torch.tensor([species.index(s) for s in atoms.get_chemical_symbols()])
+    length = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts).norm(dim=-1)
+    ii, jj, dd = neighbor_list("ijd", atoms, cutoff)
+    env, basis = PolynomialEnvelope(cutoff), BesselBasis(cutoff, R)
+    layer = NeighbourDensityEmbedding(len(species), R, channels=4, avg_neighbors=10.0).double()
+    got = layer.densities(index, graph.edge_index, basis(length) * env(length).unsqueeze(-1))
+
+    expected = np.zeros((len(atoms), len(species), R))
+    d = torch.tensor(dd)
+    terms = (basis(d) * env(d).unsqueeze(-1)).numpy()
+    for a, b, t in zip(ii, jj, terms):
+        expected[a, int(index[b])] += t
+    assert len(ii) > 12 * len(atoms)  # images of the 4-atom cell are counted
+    assert np.allclose(got.numpy(), expected.reshape(len(atoms), -1), atol=1e-12)
+    assert np.abs(expected[:, 2]).max() == 0.0  # no Ni: its block stays empty
+    out = layer(index, graph.edge_index, basis(length) * env(length).unsqueeze(-1))
+    assert torch.allclose(out, got @ layer.linear.weight.T / 10.0, atol=1e-12)

@@ -60,10 +60,15 @@ def test_scan_is_smooth(potential64):
     energies = np.array([v[0] for v in vals])
     forces = np.array([v[1][4, 0] for v in vals])
     stresses = np.array([v[2] for v in vals])
-    # dE/dr = −F_x(probe): the finite-difference slope matches the force at midpoints.
+    # dE/dr = −F_x(probe): the finite-difference slope matches the mean force of the two ends. That is
+    # the trapezoid rule, off by h²/12·|F″| ≈ |ΔΔF|/12; allow 3× that (or 1e-3 of the largest force).
     slope = np.diff(energies) / step
     mid_force = 0.5 * (forces[1:] + forces[:-1])
-    assert np.abs(slope + mid_force).max() <= 1e-3 * max(np.abs(forces).max(), 1e-8) + 1e-9
+    trapezoid = np.abs(np.diff(forces, 2)).max() / 4
+    assert np.abs(slope + mid_force).max() <= max(trapezoid, 1e-3 * np.abs(forces).max()) + 1e-9
     # Consecutive differences are bounded by (max derivative) × step: no discontinuity.
     assert np.abs(np.diff(forces)).max() <= 10 * step * np.abs(np.diff(forces) / step).mean() + 1e-12
-    assert np.abs(np.diff(stresses, axis=0)).max() < 1e-2 * max(np.abs(stresses).max(), 1e-12)
+    # Same for every stress component (a fixed fraction of the largest stress is no bound: the probe's
+    # share of the stress can fall from its largest value to zero within the 20 steps inside r_c).
+    d_stress = np.abs(np.diff(stresses, axis=0))
+    assert np.all(d_stress.max(axis=0) <= 10 * d_stress.mean(axis=0) + 1e-12)

@@ -2,6 +2,7 @@
 
 from .attention import FrameAttention
 from .block import FeedForward, PlatonicBlock
+from .density import NeighbourDensityEmbedding
 from .group_linear import GroupLinear
 from .groups import GROUP_ORDERS, RotationGroup, get_group
 from .model import PlatonicTransformer
@@ -13,6 +14,7 @@ __all__ = [
     "FrameRoPE",
     "GROUP_ORDERS",
     "GroupLinear",
+    "NeighbourDensityEmbedding",
     "PlatonicBlock",
     "PlatonicTransformer",
     "RotationGroup",

@@ -23,6 +23,8 @@ class FrameAttention(nn.Module):
     * logits  s_e = q_i · Rot(θ_e) k_j / √D + b_h(|r_e|)   (k ≡ 1 when ``use_key=False``)
     * softmax: w_e = φ(|r_e|) exp(s_e − m_i),  out_i = Σ_e w_e Rot(θ_e) v_j / Σ_e w_e
     * linear:  w_e = φ(|r_e|) s_e,             out_i = Σ_e w_e Rot(θ_e) v_j / Σ_e φ(|r_e|)
+    * with ``radial_values``, v_j is replaced by v_j ⊙ (1 + W φ(|r_e|) B(|r_e|)): a per-channel
+      filter of the distance (shared over frames, so rotation invariant), W initialised to zero
 
     φ is the smooth cutoff envelope, multiplied into the weights (not the logits) so that an edge
     enters and leaves with zero weight and the output is C² in positions. m_i is a detached
@@ -40,6 +42,7 @@ class FrameAttention(nn.Module):
         num_radial: int,
         attention: str = "softmax",
         use_key: bool = True,
+        radial_values: bool = False,
     ):
         super().__init__()
         if attention not in ("softmax", "linear"):
@@ -58,6 +61,9 @@ class FrameAttention(nn.Module):
         self.radial_bias = nn.Linear(num_radial, num_heads)
         nn.init.zeros_(self.radial_bias.weight)
         nn.init.zeros_(self.radial_bias.bias)
+        self.value_filter = nn.Linear(num_radial, inner, bias=False) if radial_values else None
+        if self.value_filter is not None:
+            nn.init.zeros_(self.value_filter.weight)
 
     def forward(
         self,
@@ -92,6 +98,8 @@ class FrameAttention(nn.Module):
             denom = scatter_sum(envelope, i, n).view(n, 1, 1)  # broadcasts over frames and heads
         # Weighted rotated values w Rot(θ) v_j, with the weight folded into cos and sin.
         v = self.v_proj(x).view(n, G, H, F, 2).index_select(0, j)
+        if self.value_filter is not None:
+            v = v * (1.0 + self.value_filter(radial)).view(-1, 1, H, F, 2)
         v0, v1 = v[..., 0], v[..., 1]
         wc = w.unsqueeze(-1) * cos
         ws = w.unsqueeze(-1) * sin

@@ -9,6 +9,7 @@ from mlip.radial import BesselBasis, PolynomialEnvelope
 
 from .attention import FrameAttention
 from .block import PlatonicBlock
+from .density import NeighbourDensityEmbedding
 from .group_linear import GroupLinear
 from .groups import get_group
 from .rope import frame_vectors
@@ -21,7 +22,8 @@ class PlatonicTransformer(nn.Module):
     per frame R_g. All linear maps are group convolutions (:class:`GroupLinear`), so features
     permute among frames when the input is rotated by an element of G. Geometry enters only
     through frame RoPE of relative edge vectors (periodic shift included) and a radial bias, inside
-    attention restricted to the neighbour graph with a smooth envelope. The per-atom energy is
+    attention restricted to the neighbour graph with a smooth envelope (and, optionally, a
+    rotation-invariant neighbour density added to the element embedding). The per-atom energy is
     the mean over frames of a per-frame readout, so the energy is *exactly* invariant to G,
     translations and permutations, and only approximately to other rotations.
 
@@ -39,6 +41,12 @@ class PlatonicTransformer(nn.Module):
         attention: ``"softmax"`` or ``"linear"``.
         use_key: learned keys (otherwise k ≡ 1).
         envelope_exponent: p of the polynomial cutoff envelope.
+        density: add a :class:`NeighbourDensityEmbedding` (element-resolved sums of the enveloped
+            radial basis over the neighbours) to the element embedding, so that the model sees
+            coordination, which the normalised softmax attention hides.
+        avg_neighbors: the number that divides those sums.
+        radial_values: filter the attention values by a learned function of the edge length
+            (see :class:`FrameAttention`); otherwise distance enters only the attention weights.
     """
 
     def __init__(
@@ -56,6 +64,9 @@ class PlatonicTransformer(nn.Module):
         attention: str = "softmax",
         use_key: bool = True,
         envelope_exponent: int = 5,
+        density: bool = False,
+        avg_neighbors: float = 32.0,
+        radial_values: bool = False,
     ):
         super().__init__()
         g = get_group(group)
@@ -65,11 +76,13 @@ class PlatonicTransformer(nn.Module):
         self.embedding = nn.Embedding(num_species, channels)
         self.envelope = PolynomialEnvelope(cutoff, envelope_exponent)
         self.radial = BesselBasis(cutoff, num_radial)
+        self.density = NeighbourDensityEmbedding(num_species, num_radial, channels, avg_neighbors) if density else None
         self.blocks = nn.ModuleList(
             PlatonicBlock(
                 g,
                 channels,
-                FrameAttention(g, channels, num_heads, head_dim, rope_sigma, num_radial, attention, use_key),
+                FrameAttention(g, channels, num_heads, head_dim, rope_sigma, num_radial, attention, use_key,
+                               radial_values),
                 ffn_multiplier,
             )
             for _ in range(num_layers)
@@ -111,6 +124,8 @@ class PlatonicTransformer(nn.Module):
         frame_vec = frame_vectors(self.frames.to(vec.device), vec)
 
         x = self.embedding(species).to(dtype)
+        if self.density is not None:
+            x = x + self.density(species, edge_index, radial[: edge_index.shape[1]])
         x = x.unsqueeze(1).expand(n, self.group_order, self.channels)
         for block in self.blocks:
             x = block(x, edges, frame_vec, radial, envelope)

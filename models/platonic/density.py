@@ -1,0 +1,44 @@
+"""Neighbour-density embedding: how many neighbours of which element sit at which distances."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class NeighbourDensityEmbedding(nn.Module):
+    """Per-atom invariant ρ_i = W · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) B(r_ij)) / n_avg → [N, C].
+
+    Softmax attention normalises its weights over the neighbours, so the number of neighbours
+    reaches an atom only indirectly (through the weight of its self edge against the others), yet
+    the energy of a metal depends first of all on that coordination (EAM/EMT embed the atom in
+    Σ_j ρ(r_ij)). This sum carries it: a radial basis
+    B [R] (already times the envelope φ, so each term enters and leaves smoothly at the cutoff)
+    summed separately for each neighbour element, then one linear map (no bias) to the C channels.
+    ``avg_neighbors`` only divides the sum to keep it O(1). It is rotation invariant, so adding it
+    to the element embedding before the lift over frames keeps the model G-equivariant.
+    """
+
+    def __init__(self, num_species: int, num_radial: int, channels: int, avg_neighbors: float = 32.0):
+        super().__init__()
+        if avg_neighbors <= 0:
+            raise ValueError(f"avg_neighbors must be positive, got {avg_neighbors}")
+        self.num_species = int(num_species)
+        self.num_radial = int(num_radial)
+        self.avg_neighbors = float(avg_neighbors)
+        self.linear = nn.Linear(self.num_species * self.num_radial, channels, bias=False)
+
+    def densities(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
+        """species [N], edge_index [2, E] (i ← j, no self edges), radial [E, R] → [N, S·R] (unscaled sums)."""
+        n = species.shape[0]
+        i, j = edge_index[0], edge_index[1]
+        out = radial.new_zeros((n * self.num_species, self.num_radial))
+        out = out.index_add(0, i * self.num_species + species.index_select(0, j), radial)
+        return out.view(n, self.num_species * self.num_radial)
+
+    def forward(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
+        """→ [N, C]."""
+        return self.linear(self.densities(species, edge_index, radial) / self.avg_neighbors)
+
+    def extra_repr(self) -> str:
+        return f"species={self.num_species}, radial={self.num_radial}, avg_neighbors={self.avg_neighbors}"
