@@ -1,4 +1,4 @@
-"""Training-step cost of the Platonic Transformer against its width, depth, heads and group.
+"""Training-step cost of the Platonic Transformer against its width, depth, heads, group and optional terms.
 
     OMP_NUM_THREADS=1 python benchmarks/platonic_width_cost.py --train emt-train.xyz
 
@@ -30,6 +30,9 @@ SIZES = {
     "32 channels, 3 blocks": {"channels": 32, "num_layers": 3},
     "32 channels, 4 heads": {"channels": 32, "num_heads": 4},
     "octahedral group": {"group": "octahedral"},
+    "neighbour density": {"density": True},
+    "distance-filtered values": {"radial_values": True},
+    "density and filtered values": {"density": True, "radial_values": True},
 }
 
 
