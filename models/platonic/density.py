@@ -12,9 +12,9 @@ class NeighbourDensityEmbedding(nn.Module):
     Softmax attention normalises its weights over the neighbours, so the number of neighbours
     reaches an atom only indirectly (through the weight of its self edge against the others), yet
     the energy of a metal depends first of all on that coordination (EAM/EMT embed the atom in
-    Σ_j ρ(r_ij)). This sum carries it: a radial basis
-    B [R] (already times the envelope φ, so each term enters and leaves smoothly at the cutoff)
-    summed separately for each neighbour element, then one linear map (no bias) to the C channels.
+    Σ_j ρ(r_ij)). This sum carries it: a radial basis B [R] (already times the envelope φ, so
+    each term enters and leaves smoothly at the cutoff) summed separately for each neighbour
+    element, then one linear map (no bias) to the C channels.
     ``avg_neighbors`` only divides the sum to keep it O(1). It is rotation invariant, so adding it
     to the element embedding before the lift over frames keeps the model G-equivariant.
     """

@@ -23,7 +23,8 @@ class PlatonicTransformer(nn.Module):
     permute among frames when the input is rotated by an element of G. Geometry enters only
     through frame RoPE of relative edge vectors (periodic shift included) and a radial bias, inside
     attention restricted to the neighbour graph with a smooth envelope (and, optionally, a
-    rotation-invariant neighbour density added to the element embedding). The per-atom energy is
+    distance filter on the attention values and a rotation-invariant neighbour density added to
+    the element embedding). The per-atom energy is
     the mean over frames of a per-frame readout, so the energy is *exactly* invariant to G,
     translations and permutations, and only approximately to other rotations.
 
@@ -43,7 +44,7 @@ class PlatonicTransformer(nn.Module):
         envelope_exponent: p of the polynomial cutoff envelope.
         density: add a :class:`NeighbourDensityEmbedding` (element-resolved sums of the enveloped
             radial basis over the neighbours) to the element embedding, so that the model sees
-            coordination, which the normalised softmax attention hides.
+            coordination directly (normalised softmax attention passes it on only indirectly).
         avg_neighbors: the number that divides those sums.
         radial_values: filter the attention values by a learned function of the edge length
             (see :class:`FrameAttention`); otherwise distance enters only the attention weights.
