@@ -146,7 +146,8 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
     ii, jj, dd = neighbor_list("ijd", atoms, cutoff)
     env, basis = PolynomialEnvelope(cutoff), BesselBasis(cutoff, R)
     layer = NeighbourDensityEmbedding(len(species), R, channels=4, avg_neighbors=10.0).double()
-    got = layer.densities(index, graph.edge_index, basis(length) * env(length).unsqueeze(-1))
+    radial = basis(length) * env(length).unsqueeze(-1)
+    got = layer.densities(index, graph.edge_index, radial)
 
     expected = np.zeros((len(atoms), len(species), R))
     d = torch.tensor(dd)
@@ -156,5 +157,5 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
     assert len(ii) > 12 * len(atoms)  # images of the 4-atom cell are counted
     assert np.allclose(got.numpy(), expected.reshape(len(atoms), -1), atol=1e-12)
     assert np.abs(expected[:, 2]).max() == 0.0  # no Ni: its block stays empty
-    out = layer(index, graph.edge_index, basis(length) * env(length).unsqueeze(-1))
+    out = layer(index, graph.edge_index, radial)
     assert torch.allclose(out, got @ layer.linear.weight.T / 10.0, atol=1e-12)
