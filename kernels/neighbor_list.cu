@@ -79,3 +79,128 @@ extern "C" __global__ void fill_pairs(
         mlip_visit_atom(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2, offsets[i],
                         out_i, out_p);
 }
+
+// ------------------------------------------------------------------------------------------------
+// All pairs of small structures (batched relaxations: many cells of a few dozen atoms).
+//
+// For structures of at most a few hundred atoms the grid, the ghosts and the final sort cost more
+// launches than the search itself, so each atom i (one thread) visits every atom j of its own
+// structure and, for every lattice translation S that can bring j within the search radius,
+// applies the exact filter of mlip.neighbors.cell_list.finalize_edges itself: the edge vector
+// (pos[j] - pos[i]) + ((S0 c0 + S1 c1) + S2 c2) and d^2 = (v0^2 + v1^2) + v2^2 in the input dtype T,
+// every operation rounded separately (no fused multiply-add), and d^2 < cutoff^2 with cutoff^2
+// (float64) rounded to T, exactly as PyTorch evaluates it (only correctly rounded operations, so
+// every device gives the same bits; sqrt is not correctly rounded in PyTorch's CPU kernels). Pairs are visited in (j, S0, S1, S2) order,
+// so the output is the sorted edge set of the other backends without a sort.
+//   pos    [n_atoms, 3] T       input positions (unwrapped as given)
+//   batch  [n_atoms] int64      structure of each atom (sorted); start [n_graphs + 1] its atom ranges
+//   tables [n_graphs, 21] float64: inverse of the completed cell (9, row-major), fractional reach
+//          of the search radius per axis (3; negative along non-periodic axes, where S = 0), and
+//          the cell with non-periodic rows zeroed (9, the cell of the exact filter)
+// The translations along axis a are those with |f_i - f_j - S_a| <= reach_a (fractional
+// coordinates f = pos . inverse, float64): a superset of the pairs closer than the search radius.
+
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ float mlip_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double mlip_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float mlip_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double mlip_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float mlip_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mlip_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ double mlip_floor(double a) { return floor(a); }
+__device__ __forceinline__ double mlip_ceil(double a) { return ceil(a); }
+#else  // host build of the tests (compiled with -ffp-contract=off)
+inline float mlip_add(float a, float b) { return a + b; }
+inline double mlip_add(double a, double b) { return a + b; }
+inline float mlip_sub(float a, float b) { return a - b; }
+inline double mlip_sub(double a, double b) { return a - b; }
+inline float mlip_mul(float a, float b) { return a * b; }
+inline double mlip_mul(double a, double b) { return a * b; }
+inline double mlip_floor(double a) { return __builtin_floor(a); }
+inline double mlip_ceil(double a) { return __builtin_ceil(a); }
+#endif
+
+#define MLIP_SMALL_TABLE 21
+
+// Neighbours of atom i: returns their number and, when base >= 0, writes them at base, base + 1, ...
+// of edge_index [2, n_edges] (i in row 0, j in row 1) and shifts [n_edges, 3].
+template <typename T>
+__host__ __device__ inline i64 mlip_small_visit(
+    i64 i, const T* __restrict__ pos, const i64* __restrict__ batch, const i64* __restrict__ start,
+    const double* __restrict__ tables, T cutoff2, i64 base, i64 n_edges, i64* __restrict__ edge_index,
+    i64* __restrict__ shifts) {
+    const i64 g = batch[i];
+    const double* inv = tables + MLIP_SMALL_TABLE * g;
+    const double* reach = inv + 9;
+    const double* cd = inv + 12;
+    T c[9];
+    for (int q = 0; q < 9; ++q) c[q] = (T)cd[q];
+    const T xi = pos[3 * i], yi = pos[3 * i + 1], zi = pos[3 * i + 2];
+    double fi[3];
+    for (int a = 0; a < 3; ++a) fi[a] = (double)xi * inv[a] + (double)yi * inv[3 + a] + (double)zi * inv[6 + a];
+    i64 count = 0;
+    const i64 j1 = start[g + 1];
+    for (i64 j = start[g]; j < j1; ++j) {
+        const T xj = pos[3 * j], yj = pos[3 * j + 1], zj = pos[3 * j + 2];
+        i64 lo[3], hi[3];
+        for (int a = 0; a < 3; ++a) {
+            if (reach[a] < 0.0) {
+                lo[a] = 0;
+                hi[a] = 0;
+            } else {
+                const double fj = (double)xj * inv[a] + (double)yj * inv[3 + a] + (double)zj * inv[6 + a];
+                lo[a] = (i64)mlip_ceil(fi[a] - fj - reach[a]);
+                hi[a] = (i64)mlip_floor(fi[a] - fj + reach[a]);
+            }
+        }
+        const T v[3] = {mlip_sub(xj, xi), mlip_sub(yj, yi), mlip_sub(zj, zi)};
+        for (i64 s0 = lo[0]; s0 <= hi[0]; ++s0) {
+            for (i64 s1 = lo[1]; s1 <= hi[1]; ++s1) {
+                for (i64 s2 = lo[2]; s2 <= hi[2]; ++s2) {
+                    if (j == i && s0 == 0 && s1 == 0 && s2 == 0) continue;
+                    const T t0 = (T)s0, t1 = (T)s1, t2 = (T)s2;
+                    T d2 = T(0);
+                    for (int k = 0; k < 3; ++k) {
+                        T sc = mlip_mul(t0, c[k]);
+                        sc = mlip_add(sc, mlip_mul(t1, c[3 + k]));
+                        sc = mlip_add(sc, mlip_mul(t2, c[6 + k]));
+                        T vk = mlip_add(v[k], sc);
+                        vk = mlip_mul(vk, vk);
+                        d2 = k == 0 ? vk : mlip_add(d2, vk);
+                    }
+                    if (d2 < cutoff2) {
+                        if (base >= 0) {
+                            const i64 p = base + count;
+                            edge_index[p] = i;
+                            edge_index[n_edges + p] = j;
+                            shifts[3 * p] = s0;
+                            shifts[3 * p + 1] = s1;
+                            shifts[3 * p + 2] = s2;
+                        }
+                        ++count;
+                    }
+                }
+            }
+        }
+    }
+    return count;
+}
+
+#define MLIP_SMALL_KERNELS(T, SUF)                                                                          \
+extern "C" __global__ void count_small_##SUF(const T* __restrict__ pos, const i64* __restrict__ batch,       \
+                                             const i64* __restrict__ start, const double* __restrict__ tables, \
+                                             T cutoff2, i64 n_atoms, i64* __restrict__ counts) {             \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n_atoms; i += (i64)gridDim.x * blockDim.x) \
+        counts[i] = mlip_small_visit<T>(i, pos, batch, start, tables, cutoff2, -1, 0, nullptr, nullptr);       \
+}                                                                                                           \
+extern "C" __global__ void fill_small_##SUF(const T* __restrict__ pos, const i64* __restrict__ batch,        \
+                                            const i64* __restrict__ start, const double* __restrict__ tables,  \
+                                            T cutoff2, i64 n_atoms, const i64* __restrict__ offsets,          \
+                                            i64 n_edges, i64* __restrict__ edge_index,                       \
+                                            i64* __restrict__ shifts) {                                      \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n_atoms; i += (i64)gridDim.x * blockDim.x) \
+        mlip_small_visit<T>(i, pos, batch, start, tables, cutoff2, offsets[i], n_edges, edge_index, shifts);   \
+}
+
+MLIP_SMALL_KERNELS(float, f32)
+MLIP_SMALL_KERNELS(double, f64)

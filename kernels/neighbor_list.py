@@ -21,6 +21,13 @@ Steps (all on the device of the positions; PyTorch except step 4):
 Step 4 is a callable (``search``) so that the tests run steps 1–3 and 5 on the CPU with a
 PyTorch emulation of the kernels (:func:`search_torch`) and with the kernel code itself compiled
 for the host.
+
+Batches of small structures (at most ``SMALL_MAX_ATOMS`` atoms each, as in batched relaxations)
+take a shorter path, :func:`all_pairs`: one thread per atom visits every atom of its structure and
+every lattice translation that can bring it within the search radius, applies the exact filter of
+:func:`finalize_edges` itself (same operations, same rounding) and writes the edges already in
+sorted order, so there is no grid, no ghost array and no sort: two kernels and one
+synchronisation for the edge count, instead of ~280 launches.
 """
 
 from __future__ import annotations
@@ -44,6 +51,11 @@ from mlip.neighbors.cell_list import (
 
 Tensor = torch.Tensor
 NS = 2  # bins are at least rc / NS wide; the stencil is (2 NS + 1)^3 bins
+#: structures of at most this many atoms take the all-pairs kernels (:func:`all_pairs`); the work
+#: per atom is (atoms of its structure) x (translations per pair), against ~(2 NS + 1)^3 bins of
+#: ghosts in the cell list
+SMALL_MAX_ATOMS = 256
+_SMALL_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 
 
 @dataclass
@@ -218,6 +230,59 @@ def candidates(positions: Tensor, batch: Tensor, full: Tensor, masked: Tensor, p
     return i, j, s
 
 
+def small_tables(full: Tensor, masked: Tensor, pbc: Tensor, rc: float) -> Tensor:
+    """[G, 21] float64 (CPU) per-structure table of the all-pairs kernels: inverse of the completed
+    cell (9, row-major), fractional reach of the search radius ``rc`` per axis (3; -1 along
+    non-periodic axes, which take no translation), the cell with non-periodic rows zeroed (9).
+
+    full, masked [G, 3, 3] float64 and pbc [G, 3] bool, all CPU (:func:`complete_cells`)."""
+    inv = torch.linalg.inv(full)
+    reach = torch.where(pbc, rc * inv.norm(dim=1), torch.full((), -1.0, dtype=torch.float64))
+    n_g = full.shape[0]
+    return torch.cat([inv.reshape(n_g, 9), reach, masked.to(torch.float64).reshape(n_g, 9)], 1).contiguous()
+
+
+def small_search_cuda(pos: Tensor, batch: Tensor, start: Tensor, tables: Tensor, cutoff: float
+                      ) -> Tuple[Tensor, Tensor]:
+    """``count_small`` → exclusive scan → ``fill_small`` on the GPU: the sorted, exactly filtered
+    edge set. pos [N, 3] float32/64, batch [N] int64 (sorted), start [G + 1] int64 (atom ranges),
+    tables [G, 21] float64 (:func:`small_tables`), all contiguous on one CUDA device."""
+    from .cupy_module import launch, module
+
+    mod = module("neighbor_list")
+    suffix = _SMALL_SUFFIX[pos.dtype]
+    n = pos.shape[0]
+    cut2 = float(cutoff) ** 2  # rounded to the dtype, as torch compares with a Python float
+    common = (pos, batch, start, tables, np.float32(cut2) if pos.dtype == torch.float32 else np.float64(cut2),
+              np.int64(n))
+    counts = torch.empty(n, dtype=torch.long, device=pos.device)
+    launch(mod.get_function(f"count_small_{suffix}"), n, common + (counts,))
+    ends = torch.cumsum(counts, 0)
+    total = int(ends[-1])
+    edge_index = torch.empty((2, total), dtype=torch.long, device=pos.device)
+    shifts = torch.empty((total, 3), dtype=torch.long, device=pos.device)
+    if total:
+        launch(mod.get_function(f"fill_small_{suffix}"), n,
+               common + ((ends - counts).contiguous(), np.int64(total), edge_index, shifts))
+    return edge_index, shifts
+
+
+def all_pairs(positions: Tensor, batch: Tensor, n_graphs: int, full: Tensor, masked: Tensor, pbc: Tensor,
+              cutoff: float, small_search: Callable) -> Tuple[Tensor, Tensor]:
+    """Neighbour list of small structures by the all-pairs kernels (same output as the other
+    backends: edge_index [2, E], shifts [E, 3], sorted by (i, j, S)). batch [N] sorted int64 on the
+    device of positions; full, masked [G, 3, 3] and pbc [G, 3] on the CPU."""
+    rc = search_cutoff(cutoff, positions, masked)
+    dev = positions.device
+    tables = to_device_async(small_tables(full, masked, pbc, rc), dev)
+    start = torch.searchsorted(batch, torch.arange(n_graphs + 1, device=dev))
+    return small_search(positions.detach().contiguous(), batch.contiguous(), start, tables, cutoff)
+
+
+def _use_all_pairs(positions: Tensor, largest: int, small_max_atoms: int) -> bool:
+    return positions.dtype in _SMALL_SUFFIX and largest <= small_max_atoms
+
+
 def _require_cuda(positions: Tensor) -> None:
     from . import cuda_kernels_available
 
@@ -226,32 +291,40 @@ def _require_cuda(positions: Tensor) -> None:
                          "(and MLIP_DISABLE_KERNELS unset); use backend='torch' otherwise")
 
 
-def batched_neighbor_list_cuda(positions, cell, pbc, batch, cutoff, search=None):
+def batched_neighbor_list_cuda(positions, cell, pbc, batch, cutoff, search=None, small_search=None,
+                               small_max_atoms=SMALL_MAX_ATOMS):
     """Kernel backend of :func:`mlip.neighbors.batched_neighbor_list` (same arguments and output).
 
-    ``search`` replaces the GPU pair search (step 4) by another implementation with the same
-    contract, e.g. :func:`search_torch`; it is meant for tests.
+    When no structure has more than ``small_max_atoms`` atoms the all-pairs kernels run
+    (:func:`all_pairs`), otherwise the cell list. ``search`` and ``small_search`` replace the GPU
+    pair searches of the two paths by other implementations with the same contracts (e.g.
+    :func:`search_torch` or the host build of the kernels); they are meant for tests.
     """
-    if search is None:
+    if search is None and small_search is None:
         _require_cuda(torch.as_tensor(positions))
-        search = search_cuda
     pbc_t, full, masked, batch, counts, cutoff = _prepare_batch(positions, cell, pbc, batch, cutoff)
     n = positions.shape[0]
     if n == 0:
         return _empty(positions.device)
-    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search)
+    if _use_all_pairs(positions, int(counts.max()), small_max_atoms):
+        return all_pairs(positions, batch, full.shape[0], full, masked, pbc_t, cutoff,
+                         small_search or small_search_cuda)
+    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search or search_cuda)
     return finalize_edges(positions, masked, batch[i], i, j, s, cutoff, n)
 
 
-def neighbor_list_cuda(positions, cell, pbc, cutoff, search=None):
-    """Kernel backend of :func:`mlip.neighbors.neighbor_list` (same arguments and output)."""
-    if search is None:
+def neighbor_list_cuda(positions, cell, pbc, cutoff, search=None, small_search=None,
+                       small_max_atoms=SMALL_MAX_ATOMS):
+    """Kernel backend of :func:`mlip.neighbors.neighbor_list` (same arguments and output; the
+    all-pairs kernels for at most ``small_max_atoms`` atoms, see :func:`batched_neighbor_list_cuda`)."""
+    if search is None and small_search is None:
         _require_cuda(torch.as_tensor(positions))
-        search = search_cuda
     pbc_t, full, masked, cutoff = _prepare_single(positions, cell, pbc, cutoff)
     n = positions.shape[0]
     if n == 0:
         return _empty(positions.device)
     batch = torch.zeros(n, dtype=torch.long, device=positions.device)
-    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search)
+    if _use_all_pairs(positions, n, small_max_atoms):
+        return all_pairs(positions, batch, 1, full, masked, pbc_t, cutoff, small_search or small_search_cuda)
+    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search or search_cuda)
     return finalize_edges(positions, masked, None, i, j, s, cutoff, n)

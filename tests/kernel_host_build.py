@@ -66,6 +66,21 @@ extern "C" void emu_count_pairs(const double* gx, const double* gy, const double
         counts[i] = mlip_visit_atom(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2,
                                     -1, nullptr, nullptr);
 }
+#define EMU_SMALL(T, SUF)                                                                             \
+extern "C" void emu_count_small_##SUF(const T* pos, const i64* batch, const i64* start, const double* tables, \
+                                      double cutoff2, i64 n_atoms, i64* counts) {                      \
+    for (i64 i = 0; i < n_atoms; ++i) /* cutoff^2 rounded to T, as on the GPU */      \
+        counts[i] = mlip_small_visit<T>(i, pos, batch, start, tables, (T)cutoff2, -1, 0, nullptr, nullptr); \
+}                                                                                                     \
+extern "C" void emu_fill_small_##SUF(const T* pos, const i64* batch, const i64* start, const double* tables, \
+                                     double cutoff2, i64 n_atoms, const i64* offsets, i64 n_edges,     \
+                                     i64* edge_index, i64* shifts) {                                  \
+    for (i64 i = 0; i < n_atoms; ++i)                                                                 \
+        mlip_small_visit<T>(i, pos, batch, start, tables, (T)cutoff2, offsets[i], n_edges, edge_index, shifts); \
+}
+EMU_SMALL(float, f32)
+EMU_SMALL(double, f64)
+
 extern "C" void emu_fill_pairs(const double* gx, const double* gy, const double* gz, const i64* bin_start,
                                const i64* home, const int* cbin, const i64* graph, const i64* grid_offset,
                                const int* grid_dims, int ns, double rc2, i64 n_atoms, const i64* offsets,
@@ -100,7 +115,8 @@ def build_host_library(out_dir: Path) -> ctypes.CDLL:
     src = out_dir / "host_kernels.cu"
     src.write_text(_WRAPPER)
     lib = out_dir / "libmlip_host_kernels.so"
-    subprocess.run([nvcc(), "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-O2", f"-I{KERNELS}", str(src),
+    # no fused multiply-add on the host: the all-pairs filter must round like PyTorch's separate operations
+    subprocess.run([nvcc(), "-shared", "-Xcompiler", "-fPIC,-ffp-contract=off", "-std=c++17", "-O2", f"-I{KERNELS}", str(src),
                     "-o", str(lib)], check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(lib))
 
@@ -178,3 +194,19 @@ class HostKernels:
         out_p = torch.empty(total, dtype=torch.long)
         self.lib.emu_fill_pairs(*common, _p(offsets), _p(out_i), _p(out_p))
         return out_i, out_p
+
+    def small_search(self, pos, batch, start, tables, cutoff):
+        """The all-pairs neighbour search (count, scan, fill) of ``neighbor_list.cu`` on the host."""
+        suffix = {torch.float32: "f32", torch.float64: "f64"}[pos.dtype]
+        n = pos.shape[0]
+        common = [_p(pos), _p(batch), _p(start), _p(tables), ctypes.c_double(float(cutoff) ** 2), ctypes.c_longlong(n)]
+        counts = torch.empty(n, dtype=torch.long)
+        getattr(self.lib, f"emu_count_small_{suffix}")(*common, _p(counts))
+        ends = torch.cumsum(counts, 0)
+        total = int(ends[-1]) if n else 0
+        offsets = (ends - counts).contiguous()
+        edge_index = torch.empty((2, total), dtype=torch.long)
+        shifts = torch.empty((total, 3), dtype=torch.long)
+        getattr(self.lib, f"emu_fill_small_{suffix}")(*common, _p(offsets), ctypes.c_longlong(total),
+                                                       _p(edge_index), _p(shifts))
+        return edge_index, shifts

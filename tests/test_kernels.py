@@ -258,19 +258,87 @@ def _structures():
     return out
 
 
+def _search_kwargs(request, search):
+    """Keyword arguments of the kernel backends that run one of their searches on the CPU: the
+    cell list (PyTorch emulation or host build; all-pairs switched off) or the all-pairs kernels."""
+    if search == "torch_emulation":
+        return dict(search=knl.search_torch, small_max_atoms=0)
+    host = request.getfixturevalue("host")
+    if search == "host_build":
+        return dict(search=host.search, small_max_atoms=0)
+    return dict(small_search=host.small_search, small_max_atoms=10**9)
+
+
 @pytest.mark.parametrize("name, pos, cell, pbc, cutoff", _structures(), ids=[s[0] for s in _structures()])
-@pytest.mark.parametrize("search", ["torch_emulation", "host_build"])
+@pytest.mark.parametrize("search", ["torch_emulation", "host_build", "all_pairs_host_build"])
 def test_kernel_neighbor_search_equals_the_torch_backend(request, name, pos, cell, pbc, cutoff, search):
-    fn = knl.search_torch if search == "torch_emulation" else request.getfixturevalue("host").search
+    kwargs = _search_kwargs(request, search)
     for dtype in (torch.float64, torch.float32):
         args = (torch.tensor(pos, dtype=dtype), torch.tensor(cell, dtype=dtype), torch.tensor(pbc, dtype=torch.bool))
         e_ref, s_ref = neighbor_list(*args, cutoff, backend="torch")
-        e, s = knl.neighbor_list_cuda(*args, cutoff, search=fn)
+        e, s = knl.neighbor_list_cuda(*args, cutoff, **kwargs)
         assert torch.equal(e, e_ref) and torch.equal(s, s_ref), name
 
 
+def _cutoffs_at_pair_distances(dtype):
+    """A small slab-like cell and cutoffs whose square lands on a squared pair distance (as the
+    filter computes it, in ``dtype``) or next to it: (positions, cell, pbc), [60 cutoffs]."""
+    from ase.build import bulk
+
+    a = bulk("Cu", "fcc", a=3.6) * (2, 1, 1)
+    a.cell[2, 0] += 0.4
+    a.rattle(0.2, seed=5)
+    args = (torch.tensor(a.positions, dtype=dtype), torch.tensor(a.cell.array, dtype=dtype),
+            torch.tensor([True, True, False]))
+    e, s = neighbor_list(*args, 6.0, backend="torch")
+    v = args[0][e[1]] - args[0][e[0]] + s.to(dtype) @ args[1]
+    d2 = (v * v).sum(1)  # close to the filter's values (the neighbouring cutoffs cover the rest)
+    cutoffs = []
+    for x in d2[torch.randperm(d2.numel(), generator=torch.Generator().manual_seed(0))[:12]]:
+        for k in (-2, -1, 0, 1, 2):  # squares 2 units in the last place (of dtype) either side
+            xk = x
+            for _ in range(abs(k)):
+                xk = torch.nextafter(xk, xk + k)
+            cutoffs.append(float(xk) ** 0.5)
+    return args, cutoffs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_all_pairs_filter_rounds_like_pytorch_at_the_cutoff(host, dtype):
+    """The all-pairs kernels apply the exact filter themselves, so they must round as PyTorch does:
+    with cutoff² on squared pair distances (strict <: that pair is out) and next to them, the edge
+    sets still equal the torch backend's."""
+    args, cutoffs = _cutoffs_at_pair_distances(dtype)
+    for cutoff in cutoffs:
+        ref = neighbor_list(*args, cutoff, backend="torch")
+        out = knl.neighbor_list_cuda(*args, cutoff, small_search=host.small_search, small_max_atoms=10**9)
+        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1]), cutoff
+    counts = [neighbor_list(*args, c, backend="torch")[0].shape[1] for c in cutoffs]
+    crossed = sum(counts[k] < counts[k + 4] for k in range(0, len(counts), 5))
+    assert crossed >= 10, counts  # the cutoffs do sit on the filter's boundary
+
+
+def test_all_pairs_is_chosen_by_structure_size(monkeypatch, host):
+    """Structures of at most SMALL_MAX_ATOMS atoms (float32/64) take the all-pairs kernels, others the cell list."""
+    calls = []
+    small = lambda *a: calls.append("small") or host.small_search(*a)  # noqa: E731
+    cells = lambda plan: calls.append("cells") or host.search(plan)  # noqa: E731
+    pos = torch.rand(8, 3, dtype=torch.float64) * 4
+    knl.neighbor_list_cuda(pos, torch.eye(3) * 4, [True] * 3, 3.0, search=cells, small_search=small)
+    knl.neighbor_list_cuda(pos, torch.eye(3) * 4, [True] * 3, 3.0, search=cells, small_search=small,
+                           small_max_atoms=7)
+    batch = torch.tensor([0, 0, 0, 1, 1, 1, 1, 1])
+    knl.batched_neighbor_list_cuda(pos, torch.eye(3).expand(2, 3, 3) * 4, [True] * 3, batch, 3.0, search=cells,
+                                   small_search=small, small_max_atoms=5)
+    knl.batched_neighbor_list_cuda(pos, torch.eye(3).expand(2, 3, 3) * 4, [True] * 3, batch, 3.0, search=cells,
+                                   small_search=small, small_max_atoms=4)
+    assert calls == ["small", "cells", "small", "cells"]
+    assert knl.SMALL_MAX_ATOMS == 256
+
+
 def test_kernel_neighbor_search_batched_many_small_cells(host):
-    """A batch of 40 random small cells (mixed periodicity) equals the torch backend exactly."""
+    """A batch of 40 random small cells (mixed periodicity) equals the torch backend exactly, by the
+    cell list and by the all-pairs kernels."""
     from ase.build import bulk
 
     rng = np.random.default_rng(3)
@@ -286,8 +354,14 @@ def test_kernel_neighbor_search_batched_many_small_cells(host):
     batch = torch.repeat_interleave(torch.arange(40), torch.tensor(counts))
     args = (torch.tensor(np.concatenate(pos)), torch.tensor(np.stack(cells)), torch.tensor(pbcs), batch, 4.5)
     e_ref, s_ref = batched_neighbor_list(*args, backend="torch")
-    e, s = knl.batched_neighbor_list_cuda(*args, search=host.search)
     assert e_ref.shape[1] > 1000
+    e, s = knl.batched_neighbor_list_cuda(*args, search=host.search, small_max_atoms=0)
+    assert torch.equal(e, e_ref) and torch.equal(s, s_ref)
+    e, s = knl.batched_neighbor_list_cuda(*args, small_search=host.small_search)
+    assert torch.equal(e, e_ref) and torch.equal(s, s_ref)
+    args = (args[0].float(), args[1].float()) + args[2:]
+    e_ref, s_ref = batched_neighbor_list(*args, backend="torch")
+    e, s = knl.batched_neighbor_list_cuda(*args, small_search=host.small_search)
     assert torch.equal(e, e_ref) and torch.equal(s, s_ref)
 
 
@@ -368,6 +442,9 @@ def test_gpu_neighbor_list_equals_cpu(name, pos, cell, pbc, cutoff):
         assert e.is_cuda and torch.equal(e.cpu(), e_ref) and torch.equal(s.cpu(), s_ref), name
         e2, _ = neighbor_list(*(a.cuda() for a in args), cutoff)  # auto picks the kernel
         assert torch.equal(e2.cpu(), e_ref)
+        # these structures are small enough for the all-pairs kernels: the cell-list kernels too
+        e3, s3 = knl.neighbor_list_cuda(*(a.cuda() for a in args), cutoff, small_max_atoms=0)
+        assert torch.equal(e3.cpu(), e_ref) and torch.equal(s3.cpu(), s_ref), name
 
 
 @gpu
@@ -386,7 +463,24 @@ def test_gpu_neighbor_list_large_and_batched():
     pbc = torch.ones(512, 3, dtype=torch.bool)
     e_ref, s_ref = batched_neighbor_list(pos, cells, pbc, batch, 4.0, backend="vesin")
     e, s = batched_neighbor_list(pos.cuda(), cells.cuda(), pbc.cuda(), batch.cuda(), 4.0, backend="cuda")
+    assert torch.equal(e.cpu(), e_ref) and torch.equal(s.cpu(), s_ref)  # all-pairs kernels
+    e, s = knl.batched_neighbor_list_cuda(pos.cuda(), cells.cuda(), pbc.cuda(), batch.cuda(), 4.0,
+                                          small_max_atoms=0)
+    assert torch.equal(e.cpu(), e_ref) and torch.equal(s.cpu(), s_ref)  # cell-list kernels
+    e_ref, s_ref = batched_neighbor_list(pos.float(), cells.float(), pbc, batch, 4.0, backend="torch")
+    e, s = batched_neighbor_list(pos.float().cuda(), cells.float().cuda(), pbc.cuda(), batch.cuda(), 4.0,
+                                 backend="cuda")
     assert torch.equal(e.cpu(), e_ref) and torch.equal(s.cpu(), s_ref)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gpu_all_pairs_filter_rounds_like_pytorch_at_the_cutoff(dtype):
+    args, cutoffs = _cutoffs_at_pair_distances(dtype)
+    for cutoff in cutoffs:
+        e_ref, s_ref = neighbor_list(*args, cutoff, backend="torch")
+        e, s = neighbor_list(*(a.cuda() for a in args), cutoff, backend="cuda")
+        assert torch.equal(e.cpu(), e_ref) and torch.equal(s.cpu(), s_ref), cutoff
 
 
 @gpu

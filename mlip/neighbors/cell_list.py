@@ -222,7 +222,8 @@ def finalize_edges(
         edge_graph: [n_edges] int64 structure index of each candidate, or None (one structure).
         i, j: [n_edges] int64 candidate pairs (global atom indices).
         shifts: [n_edges, 3] int64 candidate shifts.
-        cutoff: the requested cutoff; kept pairs satisfy ``d < cutoff`` strictly.
+        cutoff: the requested cutoff; kept pairs satisfy ``d² < cutoff²`` strictly, d² evaluated
+            in the input dtype and cutoff² rounded to it.
         n_atoms: number of atoms (for the sort key).
 
     Returns:
@@ -259,7 +260,10 @@ def finalize_edges(
                 d2 = vk
             else:
                 d2 += vk
-        within = d2.sqrt_() < cutoff
+        # squared, against cutoff^2 rounded to the dtype: only correctly rounded operations, so that
+        # every backend and device keeps the same pairs (PyTorch's CPU sqrt is not correctly
+        # rounded: sqrt(1.8² + 1.8²) in float32 comes out one unit in the last place low)
+        within = d2 < cutoff * cutoff
         if dev.type == "cuda":
             sorted_kept = _filter_and_sort_device(i, j, shifts, within, n_atoms)
             if sorted_kept is not None:
