@@ -210,19 +210,35 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels, vesin_max_atoms
     cells = torch.tensor(np.stack([a.cell.array for a in structs]), device=device)
     pbc = torch.ones(g, 3, dtype=torch.bool, device=device)
     batch = torch.arange(g, device=device).repeat_interleave(len(structs[0]))
-    for be in backends:
+    # "cuda" takes the all-pairs kernels here (64 <= SMALL_MAX_ATOMS); "cuda-cells" forces the cell list
+    batch_backends = backends[:1] + (["cuda-cells"] if kernels else []) + backends[1:]
+    ref_edges = None
+    for be in batch_backends:
         rec = dict(case=f"batch {g} x {len(structs[0])} atoms", atoms=int(pos.shape[0]), backend=be)
 
         def run(be=be):
             if be == "vesin":
                 return batched_neighbor_list(pos.cpu(), cells.cpu(), pbc.cpu(), batch.cpu(), 5.0, backend="vesin")
+            if be == "cuda-cells":
+                from mlip.kernels.neighbor_list import batched_neighbor_list_cuda
+
+                return batched_neighbor_list_cuda(pos, cells, pbc, batch, 5.0, small_max_atoms=0)
             return batched_neighbor_list(pos, cells, pbc, batch, 5.0, backend=be)
 
         def go(rec=rec, run=run, be=be):
-            rec["edges"] = int(run()[0].shape[1])
+            nonlocal ref_edges
+            e, s = run()
+            rec["edges"] = int(e.shape[1])
+            if ref_edges is None:
+                ref_edges = (e.cpu(), s.cpu())
+            else:
+                rec["identical_to_" + batch_backends[0]] = bool(torch.equal(e.cpu(), ref_edges[0]) and
+                                                                torch.equal(s.cpu(), ref_edges[1]))
             rec["seconds"] = timed(run, device, 20, budget, warmup=3)
             if device.type == "cuda" and be != "vesin":
                 rec["syncs"] = count_syncs(run)
+            if device.type == "cuda" and be == "cuda":
+                rec["profile_cpu"] = profile_table(run, True, rows=20, sort_by="self_cpu_time_total")
 
         guarded(rec, go)
         rows.append(rec)

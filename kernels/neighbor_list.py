@@ -1,8 +1,9 @@
 """GPU cell-list neighbour search: ``backend="cuda"`` of :func:`mlip.neighbors.neighbor_list`.
 
 Same output as the CPU paths (edge set (i, j, integer shift S), sorted by (i, j, S0, S1, S2)):
-the kernels only find candidate pairs, and the final exact filter and sort are the shared
-:func:`mlip.neighbors.cell_list.finalize_edges`, as in the torch and vesin backends.
+the kernels apply the exact distance filter of :func:`mlip.neighbors.cell_list.finalize_edges`
+themselves (same operations, same rounding) and write each atom's edges sorted, so no global
+filter or sort follows.
 
 Steps (all on the device of the positions; PyTorch except step 4):
 
@@ -13,14 +14,14 @@ Steps (all on the device of the positions; PyTorch except step 4):
 3. per structure, bin the ghosts into a grid of bins at least ``rc / ns`` wide along x, y and z
    (``ns = 2``); the grid has at most ``4·n_ghosts + 27`` bins per structure (bins widen when a
    structure is spread over empty space), and ghosts are sorted by global bin id;
-4. ``count_pairs`` (one thread per atom) counts ghosts closer than ``rc`` in the (2ns + 1)³
-   stencil, an exclusive scan gives the offsets, ``fill_pairs`` writes them: count first, then
-   fill, so no pair is ever dropped;
-5. map ghosts back to (j, S) and apply :func:`finalize_edges`.
+4. ``count_pairs`` (one thread per atom) counts the edges (i, j, S) whose ghost lies closer than
+   ``rc`` in the (2ns + 1)³ stencil and which pass the exact filter, an exclusive scan gives the
+   offsets, ``fill_pairs`` writes them and sorts each atom's segment: count first, then fill, so
+   no pair is ever dropped.
 
-Step 4 is a callable (``search``) so that the tests run steps 1–3 and 5 on the CPU with a
-PyTorch emulation of the kernels (:func:`search_torch`) and with the kernel code itself compiled
-for the host.
+Step 4 is a callable (``search``) so that the tests run steps 1–3 on the CPU with a PyTorch
+emulation of the kernels (:func:`search_torch`) and with the kernel code itself compiled for the
+host.
 
 Batches of small structures (at most ``SMALL_MAX_ATOMS`` atoms each, as in batched relaxations)
 take a shorter path, :func:`all_pairs`: one thread per atom visits every atom of its structure and
@@ -55,7 +56,7 @@ NS = 2  # bins are at least rc / NS wide; the stencil is (2 NS + 1)^3 bins
 #: per atom is (atoms of its structure) x (translations per pair), against ~(2 NS + 1)^3 bins of
 #: ghosts in the cell list
 SMALL_MAX_ATOMS = 256
-_SMALL_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 
 
 @dataclass
@@ -66,7 +67,9 @@ class SearchPlan:
     position of each atom's own ghost); cbin [N, 3] int32; graph [N] int64; grid_offset [G] int64;
     grid_dims [G, 3] int32; order [n_ghost] int64 (bin order → ghost); gatom [n_ghost], gshift
     [n_ghost, 3] (ghost → atom, lattice translation); s0 [N, 3] int64 (wrapping translation);
-    rc (search radius), ns.
+    pos [N, 3] input positions (float32/64, detached, contiguous); cells [G, 9] float64 (device) and
+    masked [G, 3, 3] float64 (CPU): the cells with non-periodic rows zeroed; cutoff (the exact
+    filter's), rc (search radius), ns.
     """
 
     gx: Tensor
@@ -82,14 +85,20 @@ class SearchPlan:
     gatom: Tensor
     gshift: Tensor
     s0: Tensor
+    pos: Tensor
+    cells: Tensor
+    masked: Tensor
+    cutoff: float
     rc: float
     ns: int = NS
 
 
-def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: Tensor, rc: float,
-               ns: int = NS) -> SearchPlan:
-    """Steps 2–3. pos64 [N, 3] float64 (device), batch [N] int64 sorted, full [G, 3, 3] float64 (CPU,
-    completed cells), pbc [G, 3] bool (CPU), rc search radius."""
+def build_plan(positions: Tensor, batch: Tensor, n_graphs: int, full: Tensor, masked: Tensor, pbc: Tensor,
+               cutoff: float, ns: int = NS) -> SearchPlan:
+    """Steps 2–3. positions [N, 3] float32/64 (device), batch [N] int64 sorted, full and masked
+    [G, 3, 3] float64 (CPU, :func:`complete_cells`), pbc [G, 3] bool (CPU), cutoff."""
+    rc = search_cutoff(cutoff, positions, masked)
+    pos64 = positions.detach().to(torch.float64)
     dev = pos64.device
     n = pos64.shape[0]
     n_g = full.shape[0]
@@ -97,7 +106,7 @@ def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: T
     reach = torch.where(pbc, rc * inv.norm(dim=1), torch.zeros(()))  # [G, 3] fractional reach
     # the small host-side tables travel in one asynchronous copy (no synchronisation)
     packed = to_device_async(torch.cat([full.reshape(n_g, 9), inv.reshape(n_g, 9), reach,
-                                        pbc.to(torch.float64)], 1), dev)
+                                        pbc.to(torch.float64), masked.to(torch.float64).reshape(n_g, 9)], 1), dev)
     full_d = packed[:, :9].reshape(n_g, 3, 3)
     inv_d = packed[:, 9:18].reshape(n_g, 3, 3)
     reach = packed[:, 18:21]
@@ -153,15 +162,15 @@ def build_plan(pos64: Tensor, batch: Tensor, n_graphs: int, full: Tensor, pbc: T
         gx=gs[:, 0].contiguous(), gy=gs[:, 1].contiguous(), gz=gs[:, 2].contiguous(),
         bin_start=bin_start, home=rank[home_ghost], cbin=b[home_ghost].to(torch.int32).contiguous(),
         graph=batch.contiguous(), grid_offset=offset.contiguous(), grid_dims=dims_l.to(torch.int32).contiguous(),
-        order=order, gatom=gatom, gshift=gshift, s0=s0f.long(), rc=float(rc), ns=int(ns),
+        order=order, gatom=gatom, gshift=gshift.contiguous(), s0=s0f.long().contiguous(),
+        pos=positions.detach().contiguous(), cells=packed[:, 24:33].contiguous(), masked=masked,
+        cutoff=float(cutoff), rc=float(rc), ns=int(ns),
     )
 
 
 def search_torch(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
-    """PyTorch emulation of ``count_pairs``/``fill_pairs`` (same stencil, same pair order).
-
-    Returns (i [P], p [P]) int64: atom and bin-order ghost position of every pair closer than rc.
-    """
+    """PyTorch emulation of ``count_pairs``/``fill_pairs``: the same stencil and candidates, then
+    :func:`finalize_edges` (the filter the kernels evaluate). Returns edge_index [2, E], shifts [E, 3]."""
     dev = plan.gx.device
     n = plan.home.numel()
     ns = plan.ns
@@ -194,40 +203,35 @@ def search_torch(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
             out_i.append(a[keep])
             out_p.append(p[keep])
     i, p = torch.cat(out_i), torch.cat(out_p)
-    order = torch.argsort(i, stable=True)  # the kernel's order: atom, then stencil row, then bin order
-    return i[order], p[order]
-
-
-def search_cuda(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
-    """``count_pairs`` → exclusive scan → ``fill_pairs`` on the GPU (CuPy, torch's stream)."""
-    from .cupy_module import launch, module
-
-    mod = module("neighbor_list")
-    n = plan.home.numel()
-    common = (plan.gx, plan.gy, plan.gz, plan.bin_start, plan.home, plan.cbin, plan.graph, plan.grid_offset,
-              plan.grid_dims, np.int32(plan.ns), np.float64(plan.rc * plan.rc), np.int64(n))
-    counts = torch.empty(n, dtype=torch.long, device=plan.gx.device)
-    launch(mod.get_function("count_pairs"), n, common + (counts,))
-    ends = torch.cumsum(counts, 0)
-    total = int(ends[-1]) if n else 0
-    offsets = (ends - counts).contiguous()
-    out_i = torch.empty(total, dtype=torch.long, device=plan.gx.device)
-    out_p = torch.empty(total, dtype=torch.long, device=plan.gx.device)
-    if total:
-        launch(mod.get_function("fill_pairs"), n, common + (offsets, out_i, out_p))
-    return out_i, out_p
-
-
-def candidates(positions: Tensor, batch: Tensor, full: Tensor, masked: Tensor, pbc: Tensor, cutoff: float,
-               search: Callable[[SearchPlan], Tuple[Tensor, Tensor]]) -> Tuple[Tensor, Tensor, Tensor]:
-    """All pairs closer than the search radius: i [P], j [P], S [P, 3] (int64) for the input positions."""
-    rc = search_cutoff(cutoff, positions, masked)
-    plan = build_plan(positions.detach().to(torch.float64), batch, full.shape[0], full, pbc, rc)
-    i, p = search(plan)
     ghost = plan.order[p]
     j = plan.gatom[ghost]
     s = plan.gshift[ghost] - plan.s0[j] + plan.s0[i]
-    return i, j, s
+    return finalize_edges(plan.pos, plan.masked, plan.graph[i], i, j, s, plan.cutoff, n)
+
+
+def search_cuda(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
+    """``count_pairs`` → exclusive scan → ``fill_pairs`` on the GPU (CuPy, torch's stream):
+    edge_index [2, E], shifts [E, 3], filtered and sorted."""
+    from .cupy_module import launch, module
+
+    mod = module("neighbor_list")
+    suffix = _SUFFIX[plan.pos.dtype]
+    n = plan.home.numel()
+    cut2 = plan.cutoff ** 2  # rounded to the dtype, as torch compares with a Python float
+    common = (plan.gx, plan.gy, plan.gz, plan.bin_start, plan.home, plan.cbin, plan.graph, plan.grid_offset,
+              plan.grid_dims, np.int32(plan.ns), np.float64(plan.rc * plan.rc), plan.order, plan.gatom,
+              plan.gshift, plan.s0, plan.pos, plan.cells,
+              np.float32(cut2) if plan.pos.dtype == torch.float32 else np.float64(cut2), np.int64(n))
+    counts = torch.empty(n, dtype=torch.long, device=plan.gx.device)
+    launch(mod.get_function(f"count_pairs_{suffix}"), n, common + (counts,))
+    ends = torch.cumsum(counts, 0)
+    total = int(ends[-1]) if n else 0
+    edge_index = torch.empty((2, total), dtype=torch.long, device=plan.gx.device)
+    shifts = torch.empty((total, 3), dtype=torch.long, device=plan.gx.device)
+    if total:
+        launch(mod.get_function(f"fill_pairs_{suffix}"), n,
+               common + ((ends - counts).contiguous(), np.int64(total), edge_index, shifts))
+    return edge_index, shifts
 
 
 def small_tables(full: Tensor, masked: Tensor, pbc: Tensor, rc: float) -> Tensor:
@@ -250,7 +254,7 @@ def small_search_cuda(pos: Tensor, batch: Tensor, start: Tensor, tables: Tensor,
     from .cupy_module import launch, module
 
     mod = module("neighbor_list")
-    suffix = _SMALL_SUFFIX[pos.dtype]
+    suffix = _SUFFIX[pos.dtype]
     n = pos.shape[0]
     cut2 = float(cutoff) ** 2  # rounded to the dtype, as torch compares with a Python float
     common = (pos, batch, start, tables, np.float32(cut2) if pos.dtype == torch.float32 else np.float64(cut2),
@@ -280,7 +284,14 @@ def all_pairs(positions: Tensor, batch: Tensor, n_graphs: int, full: Tensor, mas
 
 
 def _use_all_pairs(positions: Tensor, largest: int, small_max_atoms: int) -> bool:
-    return positions.dtype in _SMALL_SUFFIX and largest <= small_max_atoms
+    return positions.dtype in _SUFFIX and largest <= small_max_atoms
+
+
+def _cell_list(positions, batch, full, masked, pbc, cutoff, search):
+    plan = build_plan(positions, batch, full.shape[0], full, masked, pbc, cutoff)
+    if search is None:
+        search = search_cuda if positions.dtype in _SUFFIX else search_torch  # kernels: float32/64
+    return search(plan)
 
 
 def _require_cuda(positions: Tensor) -> None:
@@ -309,8 +320,7 @@ def batched_neighbor_list_cuda(positions, cell, pbc, batch, cutoff, search=None,
     if _use_all_pairs(positions, int(counts.max()), small_max_atoms):
         return all_pairs(positions, batch, full.shape[0], full, masked, pbc_t, cutoff,
                          small_search or small_search_cuda)
-    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search or search_cuda)
-    return finalize_edges(positions, masked, batch[i], i, j, s, cutoff, n)
+    return _cell_list(positions, batch, full, masked, pbc_t, cutoff, search)
 
 
 def neighbor_list_cuda(positions, cell, pbc, cutoff, search=None, small_search=None,
@@ -326,5 +336,4 @@ def neighbor_list_cuda(positions, cell, pbc, cutoff, search=None, small_search=N
     batch = torch.zeros(n, dtype=torch.long, device=positions.device)
     if _use_all_pairs(positions, n, small_max_atoms):
         return all_pairs(positions, batch, 1, full, masked, pbc_t, cutoff, small_search or small_search_cuda)
-    i, j, s = candidates(positions, batch, full, masked, pbc_t, cutoff, search or search_cuda)
-    return finalize_edges(positions, masked, None, i, j, s, cutoff, n)
+    return _cell_list(positions, batch, full, masked, pbc_t, cutoff, search)

@@ -59,13 +59,6 @@ extern "C" void emu_edge_outer_##SUF(const T* A, const T* B, const i64* index, T
 EMU_ESCN(float, float)
 EMU_ESCN(double, double)
 
-extern "C" void emu_count_pairs(const double* gx, const double* gy, const double* gz, const i64* bin_start,
-                                const i64* home, const int* cbin, const i64* graph, const i64* grid_offset,
-                                const int* grid_dims, int ns, double rc2, i64 n_atoms, i64* counts) {
-    for (i64 i = 0; i < n_atoms; ++i)
-        counts[i] = mlip_visit_atom(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2,
-                                    -1, nullptr, nullptr);
-}
 #define EMU_SMALL(T, SUF)                                                                             \
 extern "C" void emu_count_small_##SUF(const T* pos, const i64* batch, const i64* start, const double* tables, \
                                       double cutoff2, i64 n_atoms, i64* counts) {                      \
@@ -81,14 +74,28 @@ extern "C" void emu_fill_small_##SUF(const T* pos, const i64* batch, const i64* 
 EMU_SMALL(float, f32)
 EMU_SMALL(double, f64)
 
-extern "C" void emu_fill_pairs(const double* gx, const double* gy, const double* gz, const i64* bin_start,
-                               const i64* home, const int* cbin, const i64* graph, const i64* grid_offset,
-                               const int* grid_dims, int ns, double rc2, i64 n_atoms, const i64* offsets,
-                               i64* out_i, i64* out_p) {
-    for (i64 i = 0; i < n_atoms; ++i)
-        mlip_visit_atom(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2, offsets[i],
-                        out_i, out_p);
+#define EMU_CELLS(T, SUF)                                                                             \
+extern "C" void emu_count_pairs_##SUF(const double* gx, const double* gy, const double* gz, const i64* bin_start, \
+                                      const i64* home, const int* cbin, const i64* graph, const i64* grid_offset, \
+                                      const int* grid_dims, int ns, double rc2, const i64* order, const i64* gatom, \
+                                      const i64* gshift, const i64* s0, const T* pos, const double* cells,       \
+                                      double cutoff2, i64 n_atoms, i64* counts) {                     \
+    for (i64 i = 0; i < n_atoms; ++i) /* cutoff^2 rounded to T, as on the GPU */                      \
+        counts[i] = mlip_visit_atom<T>(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2, \
+                                       order, gatom, gshift, s0, pos, cells, (T)cutoff2, -1, 0, nullptr, nullptr); \
+}                                                                                                     \
+extern "C" void emu_fill_pairs_##SUF(const double* gx, const double* gy, const double* gz, const i64* bin_start, \
+                                     const i64* home, const int* cbin, const i64* graph, const i64* grid_offset, \
+                                     const int* grid_dims, int ns, double rc2, const i64* order, const i64* gatom, \
+                                     const i64* gshift, const i64* s0, const T* pos, const double* cells,       \
+                                     double cutoff2, i64 n_atoms, const i64* offsets, i64 n_edges,    \
+                                     i64* edge_index, i64* shifts) {                                  \
+    for (i64 i = 0; i < n_atoms; ++i)                                                                 \
+        mlip_visit_atom<T>(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2, order, \
+                           gatom, gshift, s0, pos, cells, (T)cutoff2, offsets[i], n_edges, edge_index, shifts); \
 }
+EMU_CELLS(float, f32)
+EMU_CELLS(double, f64)
 '''
 
 
@@ -180,20 +187,23 @@ class HostKernels:
         return out
 
     def search(self, plan):
-        """The neighbour-list pair search (count, scan, fill) of ``neighbor_list.cu`` on the host."""
+        """The cell-list search (count, scan, fill) of ``neighbor_list.cu`` on the host."""
+        suffix = {torch.float32: "f32", torch.float64: "f64"}[plan.pos.dtype]
         n = plan.home.numel()
         common = [_p(plan.gx), _p(plan.gy), _p(plan.gz), _p(plan.bin_start), _p(plan.home), _p(plan.cbin),
                   _p(plan.graph), _p(plan.grid_offset), _p(plan.grid_dims), ctypes.c_int(plan.ns),
-                  ctypes.c_double(plan.rc * plan.rc), ctypes.c_longlong(n)]
+                  ctypes.c_double(plan.rc * plan.rc), _p(plan.order), _p(plan.gatom), _p(plan.gshift), _p(plan.s0),
+                  _p(plan.pos), _p(plan.cells), ctypes.c_double(plan.cutoff ** 2), ctypes.c_longlong(n)]
         counts = torch.empty(n, dtype=torch.long)
-        self.lib.emu_count_pairs(*common, _p(counts))
+        getattr(self.lib, f"emu_count_pairs_{suffix}")(*common, _p(counts))
         ends = torch.cumsum(counts, 0)
         offsets = (ends - counts).contiguous()
         total = int(ends[-1]) if n else 0
-        out_i = torch.empty(total, dtype=torch.long)
-        out_p = torch.empty(total, dtype=torch.long)
-        self.lib.emu_fill_pairs(*common, _p(offsets), _p(out_i), _p(out_p))
-        return out_i, out_p
+        edge_index = torch.empty((2, total), dtype=torch.long)
+        shifts = torch.empty((total, 3), dtype=torch.long)
+        getattr(self.lib, f"emu_fill_pairs_{suffix}")(*common, _p(offsets), ctypes.c_longlong(total),
+                                                       _p(edge_index), _p(shifts))
+        return edge_index, shifts
 
     def small_search(self, pos, batch, start, tables, cutoff):
         """The all-pairs neighbour search (count, scan, fill) of ``neighbor_list.cu`` on the host."""

@@ -78,10 +78,9 @@ def test_cu_sources_compile_with_nvcc(cu, tmp_path):
     names = {"escn_rotation.cu": er._NAMES, "neighbor_list.cu": ()}[cu]
     ptx = hb.compile_ptx(hb.KERNELS / cu, names, tmp_path)
     entries = {"escn_rotation.cu": ["gather_rotate", "rotate_scatter", "edge_outer"],
-               "neighbor_list.cu": ["count_pairs", "fill_pairs"]}[cu]
-    expected = 2 if names else 1  # float and double instantiations
-    for name in entries:
-        assert sum(name in line for line in ptx.splitlines() if line.startswith(".visible .entry")) == expected
+               "neighbor_list.cu": ["count_pairs", "fill_pairs", "count_small", "fill_small"]}[cu]
+    for name in entries:  # float and double instantiations (templates, or _f32 / _f64 entries)
+        assert sum(name in line for line in ptx.splitlines() if line.startswith(".visible .entry")) == 2
 
 
 def test_every_cu_source_is_compile_checked():
@@ -304,14 +303,16 @@ def _cutoffs_at_pair_distances(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_all_pairs_filter_rounds_like_pytorch_at_the_cutoff(host, dtype):
-    """The all-pairs kernels apply the exact filter themselves, so they must round as PyTorch does:
-    with cutoff² on squared pair distances (strict <: that pair is out) and next to them, the edge
-    sets still equal the torch backend's."""
+@pytest.mark.parametrize("search", ["host_build", "all_pairs_host_build"])
+def test_kernel_filter_rounds_like_pytorch_at_the_cutoff(request, search, dtype):
+    """The kernels apply the exact filter themselves, so they must round as PyTorch does: with
+    cutoff² on squared pair distances (strict <: that pair is out) and next to them, the edge sets
+    still equal the torch backend's."""
+    kwargs = _search_kwargs(request, search)
     args, cutoffs = _cutoffs_at_pair_distances(dtype)
     for cutoff in cutoffs:
         ref = neighbor_list(*args, cutoff, backend="torch")
-        out = knl.neighbor_list_cuda(*args, cutoff, small_search=host.small_search, small_max_atoms=10**9)
+        out = knl.neighbor_list_cuda(*args, cutoff, **kwargs)
         assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1]), cutoff
     counts = [neighbor_list(*args, c, backend="torch")[0].shape[1] for c in cutoffs]
     crossed = sum(counts[k] < counts[k + 4] for k in range(0, len(counts), 5))
@@ -369,7 +370,8 @@ def test_plan_bins_are_wide_enough_and_bounded():
     """Bins ≥ rc / ns along every axis (so the stencil cannot miss a pair) and ≤ 4·ghosts + 27 per structure."""
     pos = torch.tensor([[0.0, 0, 0], [1e6, 0, 0], [0, 2e6, 0], [3.0, 3.0, 3.0]], dtype=torch.float64)
     full, masked = _cl.complete_cells(torch.zeros(1, 3, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.bool))
-    plan = knl.build_plan(pos, torch.zeros(4, dtype=torch.long), 1, full, torch.zeros(1, 3, dtype=torch.bool), 5.0)
+    plan = knl.build_plan(pos, torch.zeros(4, dtype=torch.long), 1, full, masked, torch.zeros(1, 3, dtype=torch.bool),
+                          5.0)
     assert int(plan.grid_dims.long().prod()) <= 4 * 4 + 27
     assert plan.bin_start[-1] == 4 and torch.equal(torch.sort(plan.order).values, torch.arange(4))
 
@@ -475,12 +477,15 @@ def test_gpu_neighbor_list_large_and_batched():
 
 @gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_gpu_all_pairs_filter_rounds_like_pytorch_at_the_cutoff(dtype):
+@pytest.mark.parametrize("small_max_atoms", [0, knl.SMALL_MAX_ATOMS])
+def test_gpu_kernel_filter_rounds_like_pytorch_at_the_cutoff(dtype, small_max_atoms):
     args, cutoffs = _cutoffs_at_pair_distances(dtype)
     for cutoff in cutoffs:
         e_ref, s_ref = neighbor_list(*args, cutoff, backend="torch")
-        e, s = neighbor_list(*(a.cuda() for a in args), cutoff, backend="cuda")
+        e, s = knl.neighbor_list_cuda(*(a.cuda() for a in args), cutoff, small_max_atoms=small_max_atoms)
         assert torch.equal(e.cpu(), e_ref) and torch.equal(s.cpu(), s_ref), cutoff
+        e2, s2 = neighbor_list(*(a.cuda() for a in args), cutoff, backend="torch")  # PyTorch on the GPU
+        assert torch.equal(e2.cpu(), e_ref) and torch.equal(s2.cpu(), s_ref), cutoff
 
 
 @gpu
