@@ -195,6 +195,8 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels, vesin_max_atoms
                     rec["syncs"] = count_syncs(run)
                 if device.type == "cuda" and be != "vesin" and len(atoms) < 5000:
                     rec["profile_cpu"] = profile_table(run, True, rows=25, sort_by="self_cpu_time_total")
+                if device.type == "cuda" and be == "cuda" and 50_000 < len(atoms) < 200_000:
+                    rec["profile"] = profile_table(run, True, rows=15)
 
             guarded(rec, go)
             rows.append(rec)
@@ -428,6 +430,8 @@ def main(argv=None):
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for all measurements")
     parser.add_argument("--out", default=None, help="JSON path (default $OUT/gpu_check.json or ./gpu_check.json)")
     parser.add_argument("--tests", default=None, help="JSON of the pytest run to embed (from gpu_check.sh)")
+    parser.add_argument("--sections", nargs="+", default=["neighbor_list", "equiformer_layer", "calculator"],
+                        help="which sections to run (default: all three)")
     args = parser.parse_args(argv)
     out = Path(args.out or Path(os.environ.get("OUT", ".")) / "gpu_check.json")
     device = torch.device(args.device)
@@ -460,6 +464,8 @@ def main(argv=None):
                 ("equiformer_layer", lambda: bench_layer(sizes["layer"], device, budget, kernels, args.tiny)),
                 ("calculator", lambda: bench_calculator(sizes["calc"], device, budget, kernels, args.tiny))]
     for name, fn in sections:
+        if name not in args.sections:
+            continue
         t = time.monotonic()
         try:
             result[name] = fn()
@@ -469,6 +475,8 @@ def main(argv=None):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1))  # partial results survive a kill
         print(f"[{name}] done in {time.monotonic() - t:.1f} s", flush=True)
+    for name in ("neighbor_list", "equiformer_layer", "calculator"):
+        result.setdefault(name, [])
     result["targets"] = targets(result)
     result["elapsed_s"] = time.monotonic() - t0
     out.write_text(json.dumps(result, indent=1))
