@@ -76,6 +76,33 @@ __host__ __device__ inline void mlip_sort_segment(i64 base, i64 n, i64 n_edges, 
     }
 }
 
+// Per-thread buffer of the cell-list fill (int j and shifts: 16 bytes an edge).
+#define MLIP_LOCAL_EDGES 128
+
+__host__ __device__ __forceinline__ bool mlip_fits_int(i64 x) { return x >= -0x7fffffffLL && x <= 0x7fffffffLL; }
+
+// Insertion sort of n buffered edges by (j, S0, S1, S2).
+__host__ __device__ inline void mlip_sort_local(int* lj, int* ls, int n) {
+    for (int k = 1; k < n; ++k) {
+        const int j = lj[k], a = ls[3 * k], b = ls[3 * k + 1], c = ls[3 * k + 2];
+        int m = k;
+        while (m > 0) {
+            const int pj = lj[m - 1], pa = ls[3 * m - 3], pb = ls[3 * m - 2], pc = ls[3 * m - 1];
+            const bool greater = pj != j ? pj > j : pa != a ? pa > a : pb != b ? pb > b : pc > c;
+            if (!greater) break;
+            lj[m] = pj;
+            ls[3 * m] = pa;
+            ls[3 * m + 1] = pb;
+            ls[3 * m + 2] = pc;
+            --m;
+        }
+        lj[m] = j;
+        ls[3 * m] = a;
+        ls[3 * m + 1] = b;
+        ls[3 * m + 2] = c;
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Cell list (any structure size).
 //
@@ -120,6 +147,10 @@ __host__ __device__ inline i64 mlip_visit_atom(
     const int y0 = by - ns < 0 ? 0 : by - ns, y1 = by + ns > ny - 1 ? ny - 1 : by + ns;
     const int z0 = bz - ns < 0 ? 0 : bz - ns, z1 = bz + ns > nz - 1 ? nz - 1 : bz + ns;
     i64 count = 0;
+    // fill: the first MLIP_LOCAL_EDGES edges are kept in a per-thread buffer and sorted there; an
+    // atom with more (or with an index or shift beyond int) is written out and sorted in place
+    int lj[MLIP_LOCAL_EDGES], ls[3 * MLIP_LOCAL_EDGES];
+    bool local = true;
     for (int z = z0; z <= z1; ++z) {
         for (int y = y0; y <= y1; ++y) {
             const i64 row = grid_offset[g] + ((i64)z * ny + y) * nx;
@@ -140,19 +171,50 @@ __host__ __device__ inline i64 mlip_visit_atom(
                                 mlip_sub(pos[3 * j + 2], zi)};
                 if (mlip_exact_d2<T>(v, t0, t1, t2, c) < cutoff2) {
                     if (base >= 0) {
-                        const i64 q = base + count;
-                        edge_index[q] = i;
-                        edge_index[n_edges + q] = j;
-                        shifts[3 * q] = t0;
-                        shifts[3 * q + 1] = t1;
-                        shifts[3 * q + 2] = t2;
+                        const bool fits = j <= 0x7fffffffLL && mlip_fits_int(t0) && mlip_fits_int(t1) && mlip_fits_int(t2);
+                        if (local && (count >= MLIP_LOCAL_EDGES || !fits)) {  // spill to the output
+                            for (int k = 0; k < count; ++k) {
+                                edge_index[base + k] = i;
+                                edge_index[n_edges + base + k] = lj[k];
+                                shifts[3 * (base + k)] = ls[3 * k];
+                                shifts[3 * (base + k) + 1] = ls[3 * k + 1];
+                                shifts[3 * (base + k) + 2] = ls[3 * k + 2];
+                            }
+                            local = false;
+                        }
+                        if (local) {
+                            lj[count] = (int)j;
+                            ls[3 * count] = (int)t0;
+                            ls[3 * count + 1] = (int)t1;
+                            ls[3 * count + 2] = (int)t2;
+                        } else {
+                            const i64 q = base + count;
+                            edge_index[q] = i;
+                            edge_index[n_edges + q] = j;
+                            shifts[3 * q] = t0;
+                            shifts[3 * q + 1] = t1;
+                            shifts[3 * q + 2] = t2;
+                        }
                     }
                     ++count;
                 }
             }
         }
     }
-    if (base >= 0) mlip_sort_segment(base, count, n_edges, edge_index, shifts);
+    if (base >= 0) {
+        if (local) {  // sort the per-thread buffer (local memory, interleaved across the warp), write once
+            mlip_sort_local(lj, ls, (int)count);
+            for (int k = 0; k < (int)count; ++k) {
+                edge_index[base + k] = i;
+                edge_index[n_edges + base + k] = lj[k];
+                shifts[3 * (base + k)] = ls[3 * k];
+                shifts[3 * (base + k) + 1] = ls[3 * k + 1];
+                shifts[3 * (base + k) + 2] = ls[3 * k + 2];
+            }
+        } else {
+            mlip_sort_segment(base, count, n_edges, edge_index, shifts);
+        }
+    }
     return count;
 }
 

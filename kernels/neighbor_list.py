@@ -46,6 +46,7 @@ from mlip.neighbors.cell_list import (
     _prepare_batch,
     _prepare_single,
     finalize_edges,
+    inv3,
     periodic_images,
     search_cutoff,
 )
@@ -102,7 +103,7 @@ def build_plan(positions: Tensor, batch: Tensor, n_graphs: int, full: Tensor, ma
     dev = pos64.device
     n = pos64.shape[0]
     n_g = full.shape[0]
-    inv = torch.linalg.inv(full)
+    inv = inv3(full)
     reach = torch.where(pbc, rc * inv.norm(dim=1), torch.zeros(()))  # [G, 3] fractional reach
     # the small host-side tables travel in one asynchronous copy (no synchronisation)
     packed = to_device_async(torch.cat([full.reshape(n_g, 9), inv.reshape(n_g, 9), reach,
@@ -240,7 +241,7 @@ def small_tables(full: Tensor, masked: Tensor, pbc: Tensor, rc: float) -> Tensor
     non-periodic axes, which take no translation), the cell with non-periodic rows zeroed (9).
 
     full, masked [G, 3, 3] float64 and pbc [G, 3] bool, all CPU (:func:`complete_cells`)."""
-    inv = torch.linalg.inv(full)
+    inv = inv3(full)
     reach = torch.where(pbc, rc * inv.norm(dim=1), torch.full((), -1.0, dtype=torch.float64))
     n_g = full.shape[0]
     return torch.cat([inv.reshape(n_g, 9), reach, masked.to(torch.float64).reshape(n_g, 9)], 1).contiguous()

@@ -244,6 +244,8 @@ def _structures():
     tri = np.array([[2.0, 0, 0], [0.7, 1.9, 0], [0.3, 0.4, 2.1]])
     out = [
         ("bulk", cu.positions, cu.cell.array, (1, 1, 1), 5.0),
+        # ~180 neighbours an atom: more than the cell-list fill buffers (MLIP_LOCAL_EDGES = 128)
+        ("bulk_long_cutoff", cu.positions, cu.cell.array, (1, 1, 1), 8.0),
         ("slab", cu.positions, cu.cell.array, (1, 0, 1), 5.0),
         ("cluster", cu.positions, cu.cell.array, (0, 0, 0), 5.0),
         ("tiny_triclinic", rng.random((3, 3)) @ tri, tri, (1, 1, 1), 5.0),
