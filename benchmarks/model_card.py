@@ -14,6 +14,8 @@ stage, in order; the card then lists every stage and the total training time. Me
 * speed: one MD step (energy, forces, stress; float32) on a 256-atom fcc Cu cell and a 500-atom
   Cu-Au solid solution, in atom·steps/s, with the number of CPU threads used;
 * training throughput (structures/s) from ``metrics.json``.
+* with ``--discovery METRICS_JSON``: the scores of the miniature Matbench Discovery run
+  (``examples/discovery_emt.py``; its ``metrics.json``), in the card and its JSON.
 """
 
 from __future__ import annotations
@@ -165,6 +167,24 @@ def write_card(path: Path, data: dict) -> None:
         f"{s['metrics'][KEYS['energy']]:.4f} meV/atom, force MAE {s['metrics'][KEYS['forces']]:.4f} meV/Å, stress MAE "
         f"{s['metrics'][KEYS['stress']]:.4f} meV/Å³.",
         "",
+    ]
+    if "mini_discovery" in data:
+        d = data["mini_discovery"]
+        m = d["metrics"]
+        lines += [
+            "## Miniature Matbench Discovery",
+            "",
+            f"`{d['command']}` (EMT plays DFT: {d['n_materials']} candidate alloys of the 7",
+            "metals relaxed with FIRE + FrechetCellFilter to fmax 0.02 eV/Å in float64, hull distances on the fixed EMT",
+            f"hull; {int(m['TP'] + m['FN'])} of the {d['n_materials']} are stable; EMT itself scores F1 = 1):",
+            "",
+            "| F1 | DAF | precision | recall | accuracy | MAE (eV/atom) | RMSE (eV/atom) | R² | RMSD (Å) |",
+            "|---|---|---|---|---|---|---|---|---|",
+            f"| {m['F1']:.3f} | {m['DAF']:.2f} | {m['Precision']:.3f} | {m['Recall']:.3f} | {m['Accuracy']:.3f} | "
+            f"{m['MAE']:.4f} | {m['RMSE']:.4f} | {m['R2']:.3f} | {d['rmsd_A']:.4f} |",
+            "",
+        ]
+    lines += [
         "## Speed",
         "",
         f"CPU ({data['speed']['cpu']}, {data['speed']['threads']} thread(s)), float32, energy + forces + stress per step:",
@@ -239,6 +259,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sample-n", type=int, default=40)
     parser.add_argument("--sample-seed", type=int, default=1)
     parser.add_argument("--out", default="models/pretrained")
+    parser.add_argument("--discovery", default=None,
+                        help="metrics.json of the miniature Matbench Discovery run of this model (examples/discovery_emt.py)")
+    parser.add_argument("--discovery-command", default=None, help="the command that produced --discovery")
     args = parser.parse_args(argv)
 
     import shutil
@@ -307,6 +330,11 @@ def main(argv=None) -> int:
                      "structures_per_s": training_throughput(meta["training"]["n_train"], total_epochs, total_minutes),
                      "threads": args.train_threads, "stages": stages},
     }
+    if args.discovery:
+        d = json.loads(Path(args.discovery).read_text())
+        data["mini_discovery"] = {
+            "command": args.discovery_command or f"python examples/discovery_emt.py -n {d['n_materials']} --model {args.name}",
+            "n_materials": d["n_materials"], "metrics": d["full_test_set"], "rmsd_A": d["rmsd"]}
     write_json(out / f"{args.name}.json", data)
     write_card(out / f"{args.name}.md", data)
     print(json.dumps({k: data[k] for k in ("name", "n_parameters")} | {"test": test_metrics}, indent=1, default=str))

@@ -1,4 +1,5 @@
-"""GPU cell-list neighbour search: ``backend="cuda"`` of :func:`mlip.neighbors.neighbor_list`.
+"""GPU neighbour search (cell list, and all pairs for small structures): ``backend="cuda"`` of
+:func:`mlip.neighbors.neighbor_list`.
 
 Same output as the CPU paths (edge set (i, j, integer shift S), sorted by (i, j, S0, S1, S2)):
 the kernels apply the exact distance filter of :func:`mlip.neighbors.cell_list.finalize_edges`
@@ -27,8 +28,8 @@ Batches of small structures (at most ``SMALL_MAX_ATOMS`` atoms each, as in batch
 take a shorter path, :func:`all_pairs`: one thread per atom visits every atom of its structure and
 every lattice translation that can bring it within the search radius, applies the exact filter of
 :func:`finalize_edges` itself (same operations, same rounding) and writes the edges already in
-sorted order, so there is no grid, no ghost array and no sort: two kernels and one
-synchronisation for the edge count, instead of ~280 launches.
+sorted order, so there is no grid and no ghost array: two kernels and one synchronisation for
+the edge count.
 """
 
 from __future__ import annotations
