@@ -2,11 +2,11 @@
 
     OMP_NUM_THREADS=1 python benchmarks/platonic_width_cost.py --train emt-train.xyz
 
-Each size is the shipped stage-1 config (``examples/train_platonic_emt.yaml``) with its model
+Each size is the earlier recipe's stage-1 config (``examples/train_platonic_emt.yaml``) with its model
 overridden; a step is what ``mlip train`` does per batch (forward, forces, stress with the graph
 kept, backward, AdamW), timed by :func:`ablations.seconds_per_step` on the first batches of the
 training file. The sizes are timed in alternating rounds and each row prints the median over
-rounds and its ratio to the shipped size, both from the same run.
+rounds and its ratio to that config's size, both from the same run.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ablations import PLATONIC, seconds_per_step  # noqa: E402
 
-#: label → model overrides of the shipped stage-1 config (the first row is the shipped size)
+#: label → model overrides of that stage-1 config (the first row is its own size)
 SIZES = {
-    "shipped: 16 channels, 2 blocks, 2 heads": {},
+    "16 channels, 2 blocks, 2 heads (earlier stage 1)": {},
     "32 channels": {"channels": 32},
     "48 channels": {"channels": 48},
     "64 channels": {"channels": 64},
