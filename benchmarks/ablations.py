@@ -4,7 +4,7 @@
     python benchmarks/ablations.py ... --only eqv3-gate eqv3-separate     # a subset (e.g. one per core)
     python benchmarks/ablations.py --out ablations --report                # the table of finished variants
 
-Each variant starts from the shipped model's training config (``examples/train_*_emt.yaml``) with
+Each variant starts from a model's first stage-1 config (``examples/train_*_emt.yaml``) with
 one switch changed, trains on the first ``--n-train`` structures of the training file (validation,
 which picks the best epoch: the next ``--n-valid``; ``--n-train 0``: the whole file with ``mlip train``'s
 own split, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is
@@ -32,10 +32,10 @@ EQUIFORMER = ROOT / "examples" / "train_equiformer_v3_emt.yaml"
 
 #: name → (base config, model overrides, what it tests)
 VARIANTS = {
-    "platonic-T-softmax": (PLATONIC, {}, "Platonic: shipped settings (tetrahedral, softmax)"),
+    "platonic-T-softmax": (PLATONIC, {}, "Platonic: stage-1 settings (tetrahedral, softmax)"),
     "platonic-O-softmax": (PLATONIC, {"group": "octahedral"}, "Platonic: octahedral group (24 frames)"),
     "platonic-T-linear": (PLATONIC, {"attention": "linear"}, "Platonic: linear attention"),
-    "eqv3-swiglu-merged": (EQUIFORMER, {}, "EquiformerV3: shipped settings (SwiGLU-S², merged norm)"),
+    "eqv3-swiglu-merged": (EQUIFORMER, {}, "EquiformerV3: stage-1 settings (SwiGLU-S², merged norm)"),
     "eqv3-gate-merged": (EQUIFORMER, {"activation": "gate"}, "EquiformerV3: gate activation"),
     "eqv3-swiglu-separate": (EQUIFORMER, {"norm": "separate"}, "EquiformerV3: separate layer norm"),
 }
