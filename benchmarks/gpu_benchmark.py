@@ -149,6 +149,17 @@ def predicted_ok(prev, n, budget, factor=6.0, share=0.5):
 
 
 # ------------------------------------------------------------------------------------------ 1
+def compare_edges(rec, edges, ref, ref_name):
+    """Record the edge count of ``edges`` = (edge_index, shifts) in ``rec`` and whether they equal
+    ``ref`` (the first backend's, on the CPU) exactly; returns the reference (``edges`` when ref is None)."""
+    e, s = edges
+    rec["edges"] = int(e.shape[1])
+    if ref is None:
+        return e.cpu(), s.cpu()
+    rec["identical_to_" + ref_name] = bool(torch.equal(e.cpu(), ref[0]) and torch.equal(s.cpu(), ref[1]))
+    return ref
+
+
 def bench_neighbors(sizes, batch_shape, device, budget, kernels, vesin_max_atoms=200_000):
     rows = []
     backends = (["cuda"] if kernels else []) + ["torch", "vesin"]
@@ -182,13 +193,7 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels, vesin_max_atoms
 
             def go(rec=rec, run=run, be=be):
                 nonlocal ref_edges
-                e, s = run()
-                rec["edges"] = int(e.shape[1])
-                if ref_edges is None:
-                    ref_edges = (e.cpu(), s.cpu())
-                else:
-                    rec["identical_to_" + backends[0]] = bool(torch.equal(e.cpu(), ref_edges[0]) and
-                                                              torch.equal(s.cpu(), ref_edges[1]))
+                ref_edges = compare_edges(rec, run(), ref_edges, backends[0])
                 rec["seconds"] = timed(run, device, 5, budget)
                 prev[be] = (len(atoms), rec["seconds"])
                 if device.type == "cuda" and be != "vesin" and 5000 < len(atoms) < 50_000:
@@ -229,13 +234,7 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels, vesin_max_atoms
 
         def go(rec=rec, run=run, be=be):
             nonlocal ref_edges
-            e, s = run()
-            rec["edges"] = int(e.shape[1])
-            if ref_edges is None:
-                ref_edges = (e.cpu(), s.cpu())
-            else:
-                rec["identical_to_" + batch_backends[0]] = bool(torch.equal(e.cpu(), ref_edges[0]) and
-                                                                torch.equal(s.cpu(), ref_edges[1]))
+            ref_edges = compare_edges(rec, run(), ref_edges, batch_backends[0])
             rec["seconds"] = timed(run, device, 20, budget, warmup=3)
             if device.type == "cuda" and be != "vesin":
                 rec["syncs"] = count_syncs(run)

@@ -22,26 +22,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_bootstrap  # noqa: E402,F401
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from ase.build import bulk  # noqa: E402
-
-
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from gpu_benchmark import Budget, sync, timed  # noqa: E402
 
 
 def median_seconds(fn, device, repeats=5):
-    fn()
-    sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    """Median of ``repeats`` synchronised calls after one warm-up (gpu_benchmark.timed, no budget)."""
+    return timed(fn, device, repeats, Budget(float("inf")), max_seconds=float("inf"))
 
 
 def probe(name, n_atoms, device, dtype=torch.float32):

@@ -50,17 +50,15 @@ __host__ __device__ __forceinline__ T mlip_exact_d2(const T v[3], i64 s0, i64 s1
     return d2;
 }
 
-// Sort the n edges at base of edge_index [2, n_edges] (row 1: j) and shifts [n_edges, 3] by
-// (j, S0, S1, S2): insertion sort of one atom's neighbours (a few dozen).
-__host__ __device__ inline void mlip_sort_segment(i64 base, i64 n, i64 n_edges, i64* __restrict__ edge_index,
-                                                  i64* __restrict__ shifts) {
-    i64* jj = edge_index + n_edges + base;
-    i64* ss = shifts + 3 * base;
+// Insertion sort of n edges by (j, S0, S1, S2): jj [n] neighbour indices, ss [n, 3] shifts (one atom's
+// neighbours, a few dozen: in the output, i64, or in a per-thread buffer, int).
+template <typename I>
+__host__ __device__ inline void mlip_sort_edges(I* __restrict__ jj, I* __restrict__ ss, i64 n) {
     for (i64 k = 1; k < n; ++k) {
-        const i64 j = jj[k], a = ss[3 * k], b = ss[3 * k + 1], c = ss[3 * k + 2];
+        const I j = jj[k], a = ss[3 * k], b = ss[3 * k + 1], c = ss[3 * k + 2];
         i64 m = k;
         while (m > 0) {
-            const i64 pj = jj[m - 1], pa = ss[3 * m - 3], pb = ss[3 * m - 2], pc = ss[3 * m - 1];
+            const I pj = jj[m - 1], pa = ss[3 * m - 3], pb = ss[3 * m - 2], pc = ss[3 * m - 1];
             const bool greater = pj != j ? pj > j : pa != a ? pa > a : pb != b ? pb > b : pc > c;
             if (!greater) break;
             jj[m] = pj;
@@ -80,28 +78,6 @@ __host__ __device__ inline void mlip_sort_segment(i64 base, i64 n, i64 n_edges, 
 #define MLIP_LOCAL_EDGES 128
 
 __host__ __device__ __forceinline__ bool mlip_fits_int(i64 x) { return x >= -0x7fffffffLL && x <= 0x7fffffffLL; }
-
-// Insertion sort of n buffered edges by (j, S0, S1, S2).
-__host__ __device__ inline void mlip_sort_local(int* lj, int* ls, int n) {
-    for (int k = 1; k < n; ++k) {
-        const int j = lj[k], a = ls[3 * k], b = ls[3 * k + 1], c = ls[3 * k + 2];
-        int m = k;
-        while (m > 0) {
-            const int pj = lj[m - 1], pa = ls[3 * m - 3], pb = ls[3 * m - 2], pc = ls[3 * m - 1];
-            const bool greater = pj != j ? pj > j : pa != a ? pa > a : pb != b ? pb > b : pc > c;
-            if (!greater) break;
-            lj[m] = pj;
-            ls[3 * m] = pa;
-            ls[3 * m + 1] = pb;
-            ls[3 * m + 2] = pc;
-            --m;
-        }
-        lj[m] = j;
-        ls[3 * m] = a;
-        ls[3 * m + 1] = b;
-        ls[3 * m + 2] = c;
-    }
-}
 
 // ------------------------------------------------------------------------------------------------
 // Cell list (any structure size).
@@ -203,7 +179,7 @@ __host__ __device__ inline i64 mlip_visit_atom(
     }
     if (base >= 0) {
         if (local) {  // sort the per-thread buffer (local memory, interleaved across the warp), write once
-            mlip_sort_local(lj, ls, (int)count);
+            mlip_sort_edges<int>(lj, ls, count);
             for (int k = 0; k < (int)count; ++k) {
                 edge_index[base + k] = i;
                 edge_index[n_edges + base + k] = lj[k];
@@ -212,7 +188,7 @@ __host__ __device__ inline i64 mlip_visit_atom(
                 shifts[3 * (base + k) + 2] = ls[3 * k + 2];
             }
         } else {
-            mlip_sort_segment(base, count, n_edges, edge_index, shifts);
+            mlip_sort_edges<i64>(edge_index + n_edges + base, shifts + 3 * base, count);
         }
     }
     return count;
