@@ -74,6 +74,16 @@ __host__ __device__ inline void mlip_sort_edges(I* __restrict__ jj, I* __restric
     }
 }
 
+// Write edge q (i -> j, S) into edge_index [2, n_edges] and shifts [n_edges, 3].
+__host__ __device__ __forceinline__ void mlip_write_edge(i64* __restrict__ edge_index, i64* __restrict__ shifts,
+                                                         i64 n_edges, i64 q, i64 i, i64 j, i64 s0, i64 s1, i64 s2) {
+    edge_index[q] = i;
+    edge_index[n_edges + q] = j;
+    shifts[3 * q] = s0;
+    shifts[3 * q + 1] = s1;
+    shifts[3 * q + 2] = s2;
+}
+
 // Per-thread buffer of the cell-list fill (int j and shifts: 16 bytes an edge).
 #define MLIP_LOCAL_EDGES 128
 
@@ -150,11 +160,8 @@ __host__ __device__ inline i64 mlip_visit_atom(
                         const bool fits = j <= 0x7fffffffLL && mlip_fits_int(t0) && mlip_fits_int(t1) && mlip_fits_int(t2);
                         if (local && (count >= MLIP_LOCAL_EDGES || !fits)) {  // spill to the output
                             for (int k = 0; k < count; ++k) {
-                                edge_index[base + k] = i;
-                                edge_index[n_edges + base + k] = lj[k];
-                                shifts[3 * (base + k)] = ls[3 * k];
-                                shifts[3 * (base + k) + 1] = ls[3 * k + 1];
-                                shifts[3 * (base + k) + 2] = ls[3 * k + 2];
+                                mlip_write_edge(edge_index, shifts, n_edges, base + k, i, lj[k], ls[3 * k], ls[3 * k + 1],
+                                                ls[3 * k + 2]);
                             }
                             local = false;
                         }
@@ -164,12 +171,7 @@ __host__ __device__ inline i64 mlip_visit_atom(
                             ls[3 * count + 1] = (int)t1;
                             ls[3 * count + 2] = (int)t2;
                         } else {
-                            const i64 q = base + count;
-                            edge_index[q] = i;
-                            edge_index[n_edges + q] = j;
-                            shifts[3 * q] = t0;
-                            shifts[3 * q + 1] = t1;
-                            shifts[3 * q + 2] = t2;
+                            mlip_write_edge(edge_index, shifts, n_edges, base + count, i, j, t0, t1, t2);
                         }
                     }
                     ++count;
@@ -181,11 +183,7 @@ __host__ __device__ inline i64 mlip_visit_atom(
         if (local) {  // sort the per-thread buffer (local memory, interleaved across the warp), write once
             mlip_sort_edges<int>(lj, ls, count);
             for (int k = 0; k < (int)count; ++k) {
-                edge_index[base + k] = i;
-                edge_index[n_edges + base + k] = lj[k];
-                shifts[3 * (base + k)] = ls[3 * k];
-                shifts[3 * (base + k) + 1] = ls[3 * k + 1];
-                shifts[3 * (base + k) + 2] = ls[3 * k + 2];
+                mlip_write_edge(edge_index, shifts, n_edges, base + k, i, lj[k], ls[3 * k], ls[3 * k + 1], ls[3 * k + 2]);
             }
         } else {
             mlip_sort_edges<i64>(edge_index + n_edges + base, shifts + 3 * base, count);
@@ -277,14 +275,7 @@ __host__ __device__ inline i64 mlip_small_visit(
                 for (i64 s2 = lo[2]; s2 <= hi[2]; ++s2) {
                     if (j == i && s0 == 0 && s1 == 0 && s2 == 0) continue;
                     if (mlip_exact_d2<T>(v, s0, s1, s2, c) < cutoff2) {
-                        if (base >= 0) {
-                            const i64 p = base + count;
-                            edge_index[p] = i;
-                            edge_index[n_edges + p] = j;
-                            shifts[3 * p] = s0;
-                            shifts[3 * p + 1] = s1;
-                            shifts[3 * p + 2] = s2;
-                        }
+                        if (base >= 0) mlip_write_edge(edge_index, shifts, n_edges, base + count, i, j, s0, s1, s2);
                         ++count;
                     }
                 }
