@@ -16,6 +16,11 @@ stage, in order; the card then lists every stage and the total training time. Me
 * training throughput (structures/s) from ``metrics.json``.
 * with ``--discovery METRICS_JSON``: the scores of the miniature Matbench Discovery run
   (``examples/discovery_emt.py``; its ``metrics.json``), in the card and its JSON.
+
+``--orientation generic`` (Platonic Transformer) ships the weights with the group turned to the
+``generic`` orientation (:mod:`mlip.models.platonic.orientation`), which a model trained before that
+option existed lacks: with rotation augmentation the training loss does not depend on the orientation,
+only the evaluation does. The card records it, and every number above is measured as shipped.
 """
 
 from __future__ import annotations
@@ -207,6 +212,17 @@ def write_card(path: Path, data: dict) -> None:
         json.dumps(cfg["model"], indent=1),
         "```",
         "",
+    ]
+    if "orientation" in data:
+        o = data["orientation"]
+        lines += [
+            f"Shipped with the group orientation `{o['shipped']}` (trained as `{o['trained']}`; set by "
+            f"`benchmarks/model_card.py --orientation {o['shipped']}`, same weights). Training rotates every "
+            "structure at random, so its loss does not depend on the orientation; the validation errors of "
+            "the training table below were measured as trained, every other number of this card as shipped.",
+            "",
+        ]
+    lines += [
         "## Training",
         "",
         f"Data: `{data['train_data_command']}` ({tr['n_train']} training / {tr['n_valid']} validation structures, "
@@ -262,12 +278,14 @@ def main(argv=None) -> int:
     parser.add_argument("--discovery", default=None,
                         help="metrics.json of the miniature Matbench Discovery run of this model (examples/discovery_emt.py)")
     parser.add_argument("--discovery-command", default=None, help="the command that produced --discovery")
+    parser.add_argument("--orientation", default=None,
+                        help="Platonic only: ship the weights with this group orientation (e.g. generic)")
     args = parser.parse_args(argv)
 
     import shutil
 
     import mlip
-    from mlip.checkpoint import load_potential
+    from mlip.checkpoint import load_potential, save_potential
     from mlip.data import read_dataset
     from mlip.workflows.json_io import write_json
 
@@ -277,6 +295,18 @@ def main(argv=None) -> int:
     weights = out / f"{args.name}.safetensors"
     shutil.copyfile(run / "best.safetensors", weights)
     potential = load_potential(weights)
+    trained_orientation = None
+    if args.orientation is not None:
+        trained_orientation = potential.hyperparameters.get("orientation")
+        if trained_orientation is None and potential.architecture == "platonic":
+            trained_orientation = potential.model.orientation  # (a checkpoint older than the option)
+        if trained_orientation is None:
+            parser.error(f"--orientation: the {potential.architecture} model has no group orientation")
+        potential.hyperparameters["orientation"] = args.orientation
+        potential.model.orientation = args.orientation
+        save_potential(potential, weights)
+        potential = load_potential(weights)
+        assert potential.model.orientation == args.orientation
     header = mlip.read_header(weights)
     meta = header["metadata"]
     history = json.loads((run / "metrics.json").read_text())
@@ -330,6 +360,8 @@ def main(argv=None) -> int:
                      "structures_per_s": training_throughput(meta["training"]["n_train"], total_epochs, total_minutes),
                      "threads": args.train_threads, "stages": stages},
     }
+    if args.orientation is not None:
+        data["orientation"] = {"shipped": args.orientation, "trained": trained_orientation}
     if args.discovery:
         d = json.loads(Path(args.discovery).read_text())
         data["mini_discovery"] = {

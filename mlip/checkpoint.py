@@ -143,7 +143,7 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
     architecture described by the header.
     """
     from mlip import pretrained
-    from mlip.models import create_model
+    from mlip.models import create_model, get_architecture
 
     if isinstance(path_or_name, str) and not os.path.exists(path_or_name) and pretrained.is_known(path_or_name):
         return pretrained.load(path_or_name)
@@ -156,13 +156,16 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
     header = read_header(path)
     tensors = _load_file(path)
     try:
+        # A hyperparameter added after the checkpoint was written takes the value that reproduces it
+        # (the architecture's LEGACY_HYPERPARAMETERS), not the default a new model gets.
+        legacy = getattr(get_architecture(header["architecture"]), "LEGACY_HYPERPARAMETERS", {})
         potential = create_model(
             header["architecture"],
             species=header["species"],
             cutoff=header["cutoff"],
             reference_energies=header["reference_energies"],
             scale=header["scale"],
-            **header["hyperparameters"],
+            **{**legacy, **header["hyperparameters"]},
         )
     except (ValueError, TypeError) as err:
         raise CheckpointError(f"{path}: cannot rebuild the model described by the header: {err}") from None

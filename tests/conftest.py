@@ -25,7 +25,7 @@ torch.set_num_threads(1)
 
 # name → (create_model arguments, how the energy is exactly invariant under rotations)
 #   "group": exactly invariant under the model's finite group (Platonic); the test draws the
-#            group's elements from ``potential.model.frames``.
+#            rotations from ``potential.model.invariant_rotations`` (the group, turned by its orientation).
 #   "so3":   invariant under every rotation (EquiformerV3).
 ARCHITECTURES = {
     "platonic-softmax": (
@@ -36,6 +36,11 @@ ARCHITECTURES = {
     "platonic-density": (
         dict(name="platonic", group="tetrahedral", channels=8, num_layers=1, num_heads=2, head_dim=4,
              attention="softmax", density=True, avg_neighbors=8.0, radial_values=True),
+        "group",
+    ),
+    "platonic-density-reach": (  # density sums to the cutoff (4 Å), attention only to 3 Å
+        dict(name="platonic", group="tetrahedral", channels=8, num_layers=1, num_heads=2, head_dim=4,
+             attention="softmax", density=True, avg_neighbors=8.0, attention_cutoff=3.0),
         "group",
     ),
     "platonic-linear": (

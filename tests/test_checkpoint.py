@@ -145,6 +145,20 @@ def test_header_disagrees_with_tensors(saved, tmp_path):
         mlip.load_potential(bad)
 
 
+def test_checkpoint_older_than_a_hyperparameter_loads_as_it_was_written(saved, tmp_path):
+    """A Platonic checkpoint written before ``orientation`` existed has no such key: it loads with the
+    value that reproduces it ("aligned", the group as written), not the default of a new model
+    ("generic"); an unknown value is refused with a message naming it."""
+    assert mlip.load_potential(saved).model.orientation == "generic"
+    old = rewrite_header(saved, tmp_path / "old.safetensors",
+                         edit_mlip_header(lambda h: h["hyperparameters"].pop("orientation")))
+    assert mlip.load_potential(old).model.orientation == "aligned"
+    bad = rewrite_header(saved, tmp_path / "sideways.safetensors",
+                         edit_mlip_header(lambda h: h["hyperparameters"].update(orientation="sideways")))
+    with pytest.raises(CheckpointError, match="orientation 'sideways'"):
+        mlip.load_potential(bad)
+
+
 def test_newer_format_version(saved, tmp_path):
     bad = rewrite_header(saved, tmp_path / "future.safetensors",
                          edit_mlip_header(lambda h: h.update(format_version=99)))

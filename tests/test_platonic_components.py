@@ -159,3 +159,101 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
     assert np.abs(expected[:, 2]).max() == 0.0  # no Ni: its block stays empty
     out = layer(index, graph.edge_index, radial)
     assert torch.allclose(out, got @ layer.linear.weight.T / 10.0, atol=1e-12)
+
+
+def test_attention_cutoff_equal_to_cutoff_is_the_plain_model_and_bad_values_are_rejected():
+    """``attention_cutoff = cutoff`` builds the same weights and energies as ``None`` (one radius for the
+    density sums and attention); a radius above the cutoff, or one without the density embedding (whose
+    far edges would then reach nothing), is refused with a message naming it."""
+    from ase.build import bulk
+
+    import mlip
+    from mlip.models import create_model
+
+    kwargs = dict(species=["Cu", "Au"], cutoff=4.5, group="T", channels=4, num_layers=1, num_heads=2,
+                  head_dim=4, density=True, seed=3)
+    plain = create_model("platonic", **kwargs).double()
+    same = create_model("platonic", attention_cutoff=4.5, **kwargs).double()
+    reach = create_model("platonic", attention_cutoff=3.5, **kwargs).double()
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    atoms.symbols[[1, 3]] = "Au"
+    atoms.rattle(0.1, seed=3)
+    energies = [mlip.MLIPCalculator(p, dtype="float64").get_potential_energy(atoms) for p in (plain, same, reach)]
+    assert energies[1] == energies[0]
+    assert abs(energies[2] - energies[0]) > 1e-6  # attention now sees fewer edges
+    assert reach.model.attention_cutoff == 3.5 and reach.model.radial.cutoff == 3.5
+    assert reach.model.density_radial.cutoff == 4.5
+    with pytest.raises(ValueError, match="attention_cutoff"):
+        create_model("platonic", attention_cutoff=5.0, **kwargs)
+    with pytest.raises(ValueError, match="density"):
+        create_model("platonic", **{**kwargs, "density": False, "attention_cutoff": 3.5})
+
+
+def test_generic_orientation_is_a_rotation_away_from_crystal_axes():
+    """R₀ of "generic" is a proper rotation, and (the claim of the module's docstring) no lattice
+    direction [uvw] with |u|, |v|, |w| ≤ 3, of a cubic or a hexagonal cell, lies within 1.8° of a rotation
+    axis of the turned tetrahedral or octahedral group; "aligned" puts [100] and [111] on them."""
+    from mlip.models.platonic.orientation import orientation_matrix
+
+    r0 = orientation_matrix("generic").numpy()
+    assert np.allclose(r0 @ r0.T, np.eye(3), atol=1e-15) and np.linalg.det(r0) == pytest.approx(1.0, abs=1e-15)
+    hexagonal = np.array([[1.0, 0.0, 0.0], [-0.5, 3**0.5 / 2, 0.0], [0.0, 0.0, 1.633]])
+    uvw = np.array([v for v in itertools.product(range(-3, 4), repeat=3) if any(v)], dtype=float)
+    directions = np.concatenate([uvw, uvw @ hexagonal])
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    # Rotation axes of the octahedral group (which contains the tetrahedral one): 4-fold [100],
+    # 3-fold [111], 2-fold [110].
+    axes = np.array([v for v in itertools.product(range(-1, 2), repeat=3) if any(v)], dtype=float)
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+
+    def closest_degrees(r):
+        cosines = np.abs(directions @ (axes @ r.T).T).clip(max=1.0)
+        return np.degrees(np.arccos(cosines.max()))
+
+    assert closest_degrees(np.eye(3)) == pytest.approx(0.0, abs=1e-6)
+    assert closest_degrees(r0) > 1.8
+    with pytest.raises(ValueError, match="orientation 'sideways'"):
+        orientation_matrix("sideways")
+
+
+def test_generic_orientation_is_the_aligned_model_on_a_turned_input():
+    """Same weights: E_generic(x) = E_aligned(R₀ᵀx), forces and stress turned back by R₀; and the
+    generic model is invariant to R₀R_gR₀ᵀ but not to the aligned group's R_g."""
+    from ase.build import bulk
+
+    import mlip
+    from mlip.models import create_model
+    from mlip.models.platonic.orientation import orientation_matrix
+
+    kwargs = dict(species=["Cu", "Au"], cutoff=4.5, group="T", channels=4, num_layers=1, num_heads=2,
+                  head_dim=4, seed=5)
+    generic = create_model("platonic", **kwargs).double()
+    aligned = create_model("platonic", orientation="aligned", **kwargs).double()
+    assert generic.model.orientation == "generic"
+    r0 = orientation_matrix("generic").numpy()
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    atoms.symbols[[1, 3]] = "Au"
+    atoms.rattle(0.1, seed=3)
+
+    def props(potential, a):
+        a = a.copy()
+        a.calc = mlip.MLIPCalculator(potential, dtype="float64")
+        return a.get_potential_energy(), a.get_forces(), a.get_stress(voigt=False)
+
+    def turned(a, r):
+        b = a.copy()
+        b.positions = a.positions @ r.T
+        b.set_cell(a.cell.array @ r.T, scale_atoms=False)
+        return b
+
+    e, f, s = props(generic, atoms)
+    e_a, f_a, s_a = props(aligned, turned(atoms, r0.T))
+    assert e == pytest.approx(e_a, rel=1e-12)
+    assert np.allclose(f, f_a @ r0.T, atol=1e-10)
+    assert np.allclose(s, r0 @ s_a @ r0.T, atol=1e-10)
+    group = get_group("tetrahedral").elements.numpy()
+    h = group[5]  # a rotation of the aligned group (not the identity)
+    e_inv, _, _ = props(generic, turned(atoms, r0 @ h @ r0.T))
+    e_not, _, _ = props(generic, turned(atoms, h))
+    assert e_inv == pytest.approx(e, rel=1e-12)
+    assert abs(e_not - e) > 1e-6

@@ -12,6 +12,7 @@ from .block import PlatonicBlock
 from .density import NeighbourDensityEmbedding
 from .group_linear import GroupLinear
 from .groups import get_group
+from .orientation import ORIENTATIONS, orientation_matrix
 from .rope import frame_vectors
 
 
@@ -26,7 +27,9 @@ class PlatonicTransformer(nn.Module):
     distance filter on the attention values and a rotation-invariant neighbour density added to
     the element embedding). The per-atom energy is
     the mean over frames of a per-frame readout, so the energy is *exactly* invariant to G,
-    translations and permutations, and only approximately to other rotations.
+    translations and permutations, and only approximately to other rotations. The group may be turned
+    as a whole by a fixed rotation R₀ (``orientation``; frames R₀R_g, exact invariance to R₀GR₀ᵀ), so
+    that its axes do not coincide with those of crystals as files give them.
 
     Args:
         num_species: size of the element embedding.
@@ -46,6 +49,16 @@ class PlatonicTransformer(nn.Module):
             radial basis over the neighbours) to the element embedding, so that the model sees
             coordination directly (normalised softmax attention passes it on only indirectly).
         avg_neighbors: the number that divides those sums.
+        attention_cutoff: radius of attention (Å), at most ``cutoff``; ``None`` means ``cutoff``. With
+            ``density`` on, a smaller value lets the cheap density sums reach further than attention:
+            the neighbour graph (and the density embedding, with its own basis and envelope) extends to
+            ``cutoff``, while attention, whose cost is per edge and frame, uses only the edges shorter
+            than ``attention_cutoff`` (its envelope vanishes there, so the energy stays smooth).
+        orientation: where the group points, ``"generic"`` (a fixed rotation R₀ unrelated to crystal
+            axes; frames R₀R_g) or ``"aligned"`` (R₀ = I). See :mod:`.orientation`: with the group
+            aligned with the Cartesian axes, crystals as files give them sit in the one orientation
+            that rotation-augmented training never sees. Checkpoints written before this option load
+            as ``"aligned"`` (:attr:`LEGACY_HYPERPARAMETERS`).
         radial_values: filter the attention values by a learned function of the edge length
             (see :class:`FrameAttention`); otherwise distance enters only the attention weights.
     """
@@ -68,16 +81,38 @@ class PlatonicTransformer(nn.Module):
         density: bool = False,
         avg_neighbors: float = 32.0,
         radial_values: bool = False,
+        attention_cutoff: float | None = None,
+        orientation: str = "generic",
     ):
         super().__init__()
+        if orientation not in ORIENTATIONS:
+            raise ValueError(f"unknown orientation {orientation!r}; accepted: {', '.join(ORIENTATIONS)}")
+        self.orientation = orientation
+        cutoff = float(cutoff)
+        if attention_cutoff is not None:
+            attention_cutoff = float(attention_cutoff)
+            if not 0.0 < attention_cutoff <= cutoff:
+                raise ValueError(f"attention_cutoff must lie in (0, cutoff = {cutoff}], got {attention_cutoff}")
+            if attention_cutoff == cutoff:
+                attention_cutoff = None
+        if attention_cutoff is not None and not density:
+            raise ValueError("attention_cutoff < cutoff is useful only with density=True: the edges beyond "
+                             "attention_cutoff would reach nothing")
+        #: radius of attention (Å); edges between it and ``cutoff`` feed only the density embedding
+        self.attention_cutoff = cutoff if attention_cutoff is None else attention_cutoff
         g = get_group(group)
         self.group_name = g.name
         self.group_order = g.order
         self.channels = int(channels)
         self.embedding = nn.Embedding(num_species, channels)
-        self.envelope = PolynomialEnvelope(cutoff, envelope_exponent)
-        self.radial = BesselBasis(cutoff, num_radial)
+        self.envelope = PolynomialEnvelope(self.attention_cutoff, envelope_exponent)
+        self.radial = BesselBasis(self.attention_cutoff, num_radial)
         self.density = NeighbourDensityEmbedding(num_species, num_radial, channels, avg_neighbors) if density else None
+        if attention_cutoff is None:  # one basis and envelope for both
+            self.density_envelope, self.density_radial = None, None
+        else:
+            self.density_envelope = PolynomialEnvelope(cutoff, envelope_exponent)
+            self.density_radial = BesselBasis(cutoff, num_radial)
         self.blocks = nn.ModuleList(
             PlatonicBlock(
                 g,
@@ -92,14 +127,31 @@ class PlatonicTransformer(nn.Module):
         self.readout1 = GroupLinear(g, channels, channels)
         self.readout2 = GroupLinear(g, channels, 1)
 
+    #: hyperparameters that checkpoints written before they existed lack, with the value that
+    #: reproduces those checkpoints (a new model gets the signature's default instead)
+    LEGACY_HYPERPARAMETERS = {"orientation": "aligned"}
+
     @property
     def frames(self) -> torch.Tensor:
-        """[G, 3, 3] group elements R_g in float64 (CPU).
+        """[G, 3, 3] frames R₀R_g in float64 (CPU): the group elements R_g turned by the orientation R₀.
 
         Deliberately not a buffer: casting the model to float32 and back must not round the
         icosahedral group's irrational entries, so the frames are always taken from the group.
         """
-        return get_group(self.group_name).elements
+        elements = get_group(self.group_name).elements
+        if self.orientation == "aligned":
+            return elements
+        return orientation_matrix(self.orientation) @ elements
+
+    @property
+    def invariant_rotations(self) -> torch.Tensor:
+        """[G, 3, 3] the rotations R₀R_gR₀ᵀ (float64) under which the energy is exactly invariant
+        (rotating the input by one permutes the frames); the group itself when aligned."""
+        elements = get_group(self.group_name).elements
+        if self.orientation == "aligned":
+            return elements
+        r0 = orientation_matrix(self.orientation)
+        return r0 @ elements @ r0.T
 
     def forward(
         self,
@@ -112,6 +164,18 @@ class PlatonicTransformer(nn.Module):
         """species [N] embedding indices, edge_index [2, E] (i ← j), edge_vectors [E, 3] → energies [N]."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
+        x = self.embedding(species).to(dtype)
+        if self.density_radial is not None:
+            # The density sums see every edge of the graph, with their own basis and envelope to `cutoff`;
+            # attention below sees only the edges shorter than attention_cutoff.
+            sq = (edge_vectors * edge_vectors).sum(-1)
+            nonzero = sq > 0  # (coinciding atoms: |0| without a NaN gradient)
+            length = torch.where(nonzero, torch.sqrt(torch.where(nonzero, sq, torch.ones_like(sq))), torch.zeros_like(sq))
+            radial = self.density_radial(length) * self.density_envelope(length).unsqueeze(-1)
+            x = x + self.density(species, edge_index, radial)
+            keep = torch.nonzero(sq < self.attention_cutoff**2).squeeze(1)
+            edge_index = edge_index.index_select(1, keep)
+            edge_vectors = edge_vectors.index_select(0, keep)
         # Self edges (i ← i) carry a constant zero vector: no gradient flows through |0|.
         loops = torch.arange(n, device=species.device)
         edges = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
@@ -124,8 +188,7 @@ class PlatonicTransformer(nn.Module):
         radial = self.radial(length) * envelope.unsqueeze(-1)
         frame_vec = frame_vectors(self.frames.to(vec.device), vec)
 
-        x = self.embedding(species).to(dtype)
-        if self.density is not None:
+        if self.density is not None and self.density_radial is None:
             x = x + self.density(species, edge_index, radial[: edge_index.shape[1]])
         x = x.unsqueeze(1).expand(n, self.group_order, self.channels)
         for block in self.blocks:
