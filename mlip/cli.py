@@ -266,6 +266,8 @@ def cmd_relax(args) -> int:
         cell_filter=args.cell_filter,
         trajectory=args.trajectory,
         progress=not args.no_progress,
+        fix_symmetry=args.fix_symmetry,
+        symprec=args.symprec,
     )
     relaxed = result.atoms
     keep = ("energy", "free_energy", "forces", "stress")
@@ -292,6 +294,9 @@ def cmd_relax(args) -> int:
     )
     if bulk and args.cell_filter:
         print(f"volume:    {atoms.get_volume():.4f} -> {relaxed.get_volume():.4f} Å^3")
+    if args.fix_symmetry:
+        print(f"symmetry:  {result.spacegroup_initial} -> {result.spacegroup_final}"
+              + (" (SYMMETRY BROKEN)" if result.symmetry_broken else " (kept)"))
     print(f"wrote:     {output}")
     return 0
 
@@ -802,6 +807,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         help="relaxed structure file (default: <stem>_relaxed.extxyz in the current directory)",
     )
+    p.add_argument(
+        "--fix-symmetry",
+        action="store_true",
+        help="keep the structure's space group (ASE FixSymmetry; needs spglib): for models that are not "
+        "exactly rotation invariant, such as the Platonic Transformer, whose small symmetry-breaking "
+        "forces would otherwise carry a structure off a symmetric saddle point",
+    )
+    p.add_argument("--symprec", type=_positive_float, default=0.01,
+                   help="tolerance (Å) of the symmetry --fix-symmetry keeps (default: 0.01)")
     p.add_argument("--trajectory", help="optional ASE .traj file of the optimisation")
     p.set_defaults(func=cmd_relax)
 

@@ -6,6 +6,7 @@ from .density import NeighbourDensityEmbedding
 from .group_linear import GroupLinear
 from .groups import GROUP_ORDERS, RotationGroup, get_group
 from .model import PlatonicTransformer
+from .orientation import ORIENTATIONS, orientation_matrix
 from .rope import FrameRoPE, frame_vectors, rotate_pairs
 
 __all__ = [
@@ -15,10 +16,12 @@ __all__ = [
     "GROUP_ORDERS",
     "GroupLinear",
     "NeighbourDensityEmbedding",
+    "ORIENTATIONS",
     "PlatonicBlock",
     "PlatonicTransformer",
     "RotationGroup",
     "frame_vectors",
     "get_group",
+    "orientation_matrix",
     "rotate_pairs",
 ]
