@@ -31,18 +31,21 @@ parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("-n", type=int, default=24, help="number of candidates (default: %(default)s; 300 for the "
                     "full miniature benchmark)")
 parser.add_argument("--kappa-srme", type=float, default=None, help="the model's κ_SRME, for the CPS")
+parser.add_argument("--fix-symmetry", action="store_true", help="relax keeping each candidate's space group "
+                    "(not the benchmark's protocol; for models that are not exactly rotation invariant)")
 args = parser.parse_args()
 
 out = Path(args.out_dir)
 bench = out / f"benchmark-seed{args.seed}-n{args.n}"
-model_tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.model)
+model_tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.model) + ("-fixsym" if args.fix_symmetry else "")
 # one folder per (benchmark, model): a campaign folder refuses other structures or another model
 run, submission = out / f"relax-{bench.name}-{model_tag}", out / f"submission-{bench.name}-{model_tag}"
 date = "2000-01-01"  # a fixed date so that reruns overwrite the same files
 
 steps = [
     ["discovery", "emt-benchmark", str(bench), "--seed", str(args.seed), "-n", str(args.n)],
-    ["discovery", "relax", str(bench / "initial-structures.json.gz"), "--model", args.model, "--out-dir", str(run)],
+    ["discovery", "relax", str(bench / "initial-structures.json.gz"), "--model", args.model, "--out-dir", str(run)]
+    + (["--fix-symmetry"] if args.fix_symmetry else []),
     ["discovery", "join", str(run), "--elemental-refs", str(bench / "elemental-references.json"),
      "--out-dir", str(submission), "--date", date],
     ["discovery", "metrics", str(submission / f"{date}-discovery.csv.gz"), "--reference", str(bench / "summary.csv.gz"),

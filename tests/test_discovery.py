@@ -17,6 +17,7 @@ pd = pytest.importorskip("pandas")
 pytest.importorskip("pymatgen")
 pytest.importorskip("matbench_discovery")
 
+import mlip  # noqa: E402
 from mlip.cli import main  # noqa: E402
 from mlip.workflows.discovery.emt_benchmark import generate_emt_benchmark  # noqa: E402
 from mlip.workflows.discovery.formation import formation_energies  # noqa: E402
@@ -240,6 +241,33 @@ def test_kill_and_rerun_loses_nothing_and_redoes_nothing(extxyz, tmp_path):
         run_discovery_relax(extxyz, CountingEMT(), run, fmax=0.02, progress=False)
     with pytest.raises(ValueError, match="another model;"):
         run_discovery_relax(extxyz, EMT(), run, fmax=0.05, progress=False)
+
+
+def test_fix_symmetry_keeps_a_rocksalt_saddle_that_the_platonic_model_leaves(tmp_path):
+    """Rocksalt CuAu is a saddle point that only exact symmetry holds. The shipped Platonic model is
+    not exactly symmetric: relaxed as the benchmark does, it leaves Fm-3m for a structure about
+    0.4 eV/atom lower (P1); with fix_symmetry the campaign keeps Fm-3m, says so in its settings, and
+    refuses to be mixed with an unconstrained campaign in the same folder."""
+    import ase.io
+    spglib = pytest.importorskip("spglib")
+
+    path = tmp_path / "b1.extxyz"
+    ase.io.write(path, [bulk("CuAu", "rocksalt", a=5.2, cubic=True)])
+    calc = mlip.load_calculator("platonic-emt", dtype="float64")
+    results = {}
+    for fix in (False, True):
+        run = tmp_path / f"run-{fix}"
+        run_discovery_relax(path, calc, run, progress=False, fix_symmetry=fix)
+        (record,) = [json.loads(f.read_text()) for f in (run / "results").glob("*.json")]
+        st = record["structure"]
+        cell = (st["cell_A"], np.linalg.solve(np.array(st["cell_A"]).T, np.array(st["positions_A"]).T).T,
+                [1 if sym == "Cu" else 2 for sym in st["symbols"]])
+        results[fix] = (record["energy"] / record["n_atoms"], spglib.get_spacegroup(cell, symprec=1e-3))
+        assert json.loads((run / "campaign.json").read_text())["settings"].get("fix_symmetry", False) is fix
+    assert results[True][1] == "Fm-3m (225)" and results[False][1] != "Fm-3m (225)", results
+    assert results[True][0] - results[False][0] > 0.2, results  # the saddle lies far above where it relaxes to
+    with pytest.raises(ValueError, match="another settings;"):
+        run_discovery_relax(path, calc, tmp_path / "run-True", progress=False, fix_symmetry=False)
 
 
 def test_two_shards_merged_equal_one_process(extxyz, tmp_path, monkeypatch):

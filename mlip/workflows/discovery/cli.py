@@ -46,10 +46,11 @@ def cmd_relax(args) -> int:
         if lacking:
             print(f"NOTE: {len(lacking)} materials contain elements the model lacks (e.g. {lacking[0]}); "
                   f"they are recorded as failed")
-    print(f"protocol:  FIRE + FrechetCellFilter, fmax {args.fmax:g} eV/Å, at most {args.steps} steps", flush=True)
+    print(f"protocol:  FIRE + FrechetCellFilter, fmax {args.fmax:g} eV/Å, at most {args.steps} steps"
+          + (", space group kept (FixSymmetry)" if args.fix_symmetry else ""), flush=True)
     counts = run_discovery_relax(materials, calc, args.out_dir, fmax=args.fmax, steps=args.steps,
                                  n_shards=args.n_shards, shard_index=args.shard_index, progress=not args.no_progress,
-                                 dtype=args.dtype, device=args.device)
+                                 dtype=args.dtype, device=args.device, fix_symmetry=args.fix_symmetry)
     print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} materials, "
           f"{counts['skipped']} already done, {counts['computed']} relaxed ({counts['failed']} failed)")
     print(f"campaign:  {counts['n_done']}/{counts['n_materials']} materials have a result in {args.out_dir}/")
@@ -117,6 +118,9 @@ def add_parser(sub) -> None:
     r.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="default: %(default)s")
     r.add_argument("--out-dir", default="discovery", help="campaign folder (default: %(default)s)")
     r.add_argument("--fmax", type=_positive_float, default=0.02, help="force threshold, eV/Å (default: %(default)s)")
+    r.add_argument("--fix-symmetry", action="store_true",
+                   help="keep each structure's space group (ASE FixSymmetry; not the benchmark's protocol): for "
+                   "models that are not exactly rotation invariant, such as the Platonic Transformer")
     r.add_argument("--steps", type=_positive_int, default=500, help="maximum FIRE steps (default: %(default)s)")
     r.add_argument("--n-shards", type=_positive_int, default=None,
                    help="number of shards (default: Slurm array, torchrun WORLD_SIZE, or 1)")

@@ -3,7 +3,11 @@
 Protocol (the benchmark's IS2RE-SR): ASE ``FIRE`` on ``FrechetCellFilter`` (positions and cell),
 until the largest force (and scaled stress) is below ``fmax`` (default 0.02 eV/Å, as the top
 models) or ``steps`` (default 500) steps are done; mlip models run in float64. The energy
-reported is that of the last structure.
+reported is that of the last structure. With ``fix_symmetry`` (not the benchmark's protocol) ASE's
+``FixSymmetry`` keeps each structure's space group, as DFT codes with symmetry switched on do: for a
+model that is not exactly rotation invariant (the Platonic Transformer), whose small
+symmetry-breaking forces carry unstable symmetric structures (rocksalt metals) off the saddle point
+where an exactly symmetric calculator stays.
 
 Each material's result is written as soon as it is known to ``out_dir/results/<id>.json``
 (atomically, see :mod:`mlip.workflows.sharding`)::
@@ -54,7 +58,7 @@ def closest_pair(atoms: Atoms, cutoff: float) -> Optional[tuple]:
 
 
 def relax_material(atoms: Atoms, calc, fmax: float = 0.02, steps: int = 500,
-                   min_distance: float = MIN_DISTANCE) -> Dict[str, Any]:
+                   min_distance: float = MIN_DISTANCE, fix_symmetry: bool = False) -> Dict[str, Any]:
     """Relax one material (FIRE + FrechetCellFilter) and return its result record (see the
     module docstring). Raises ValueError for atoms closer than ``min_distance`` Å and RuntimeError
     for a non-finite energy or forces."""
@@ -66,7 +70,7 @@ def relax_material(atoms: Atoms, calc, fmax: float = 0.02, steps: int = 500,
         i, j, d = pair
         raise ValueError(f"atoms {i} and {j} are {d:.3f} Å apart (< {min_distance} Å): not a structure to relax")
     t0 = time.perf_counter()
-    result = relax(atoms, calc, fmax=fmax, steps=steps, cell_filter=True, progress=False)
+    result = relax(atoms, calc, fmax=fmax, steps=steps, cell_filter=True, progress=False, fix_symmetry=fix_symmetry)
     if not np.isfinite(result.energy):
         raise RuntimeError(f"non-finite energy {result.energy} after relaxation")
     relaxed = result.atoms
@@ -153,6 +157,7 @@ def run_discovery_relax(
     device: str = "auto",
     structure_key: Optional[str] = None,
     min_distance: float = MIN_DISTANCE,
+    fix_symmetry: bool = False,
 ) -> Dict[str, Any]:
     """Relax this process's share of ``structures`` and store each result as it finishes.
 
@@ -168,6 +173,8 @@ def run_discovery_relax(
         dtype, device: for mlip models (float64 by default).
         structure_key: column of structures in JSON tables (default: automatic).
         min_distance: atoms closer than this (Å) make a material fail at once.
+        fix_symmetry: keep each structure's space group (ASE ``FixSymmetry``, symprec 0.01 Å; not the
+            benchmark's protocol, see the module docstring). Recorded in the campaign's settings.
 
     Returns:
         counts ``{"shard", "n_shards", "assigned", "skipped", "computed", "failed", "n_materials",
@@ -190,10 +197,13 @@ def run_discovery_relax(
     out_dir = Path(out_dir)
     settings = {"fmax": float(fmax), "steps": int(steps), "optimizer": "FIRE", "cell_filter": "FrechetCellFilter",
                 "dtype": dtype, "min_distance": float(min_distance)}
+    if fix_symmetry:  # (absent otherwise, so that earlier campaign folders still match)
+        settings["fix_symmetry"] = True
     claim_campaign(out_dir, campaign_manifest(calc, materials, settings))
 
     def compute(material_id: str, material: Material) -> Dict[str, Any]:
-        record = relax_material(material.atoms, calc, fmax=fmax, steps=steps, min_distance=min_distance)
+        record = relax_material(material.atoms, calc, fmax=fmax, steps=steps, min_distance=min_distance,
+                                fix_symmetry=fix_symmetry)
         return {"material_id": material_id, **record}
 
     items = [(m.material_id, m) for m in materials]
