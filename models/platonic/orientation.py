@@ -5,8 +5,8 @@ tetrahedral and octahedral groups' rotation axes (x, y, z and the body diagonals
 symmetry axes of cubic crystals as structure files give them, so a crystal from a file sits in the one
 orientation where every frame sees it along a symmetry direction: a measure-zero set of the
 orientations that rotation augmentation trains on. Evaluated with the group aligned, the weights of the
-shipped ``platonic-emt`` (trained before this option) err by +8 to +9 meV/atom on average on every kind of
-bulk test structure; with the ``"generic"`` orientation by −2.2 to +1.6, and the test MAE falls from 12.9 to
+shipped ``platonic-emt`` (trained before this option) err by +6.7 to +9.4 meV/atom on average on every kind of
+bulk test structure; with the ``"generic"`` orientation by −2.2 to +1.6 (vacancies −5.3), and the test MAE falls from 12.9 to
 7.8 meV/atom (stress 2.88 → 1.96 meV/Å³, forces 39.6 → 40.8 meV/Å).
 
 An *orientation* R₀ turns the group as a whole: frame g is R₀R_g, so the energy becomes exactly
