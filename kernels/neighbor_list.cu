@@ -192,27 +192,26 @@ __host__ __device__ inline i64 mlip_visit_atom(
     return count;
 }
 
-#define MLIP_CELL_KERNELS(T, SUF)                                                                           \
-extern "C" __global__ void count_pairs_##SUF(                                                               \
+// The arguments both cell-list kernels begin with: grid, ghosts, positions, cells, cutoff², atom count.
+#define MLIP_CELL_PARAMS(T)                                                                                 \
     const double* __restrict__ gx, const double* __restrict__ gy, const double* __restrict__ gz,              \
     const i64* __restrict__ bin_start, const i64* __restrict__ home, const int* __restrict__ cbin,            \
     const i64* __restrict__ graph, const i64* __restrict__ grid_offset, const int* __restrict__ grid_dims,    \
     int ns, double rc2, const i64* __restrict__ order, const i64* __restrict__ gatom,                        \
     const i64* __restrict__ gshift, const i64* __restrict__ s0, const T* __restrict__ pos,                   \
-    const double* __restrict__ cells, T cutoff2, i64 n_atoms, i64* __restrict__ counts) {                    \
+    const double* __restrict__ cells, T cutoff2, i64 n_atoms
+
+#define MLIP_CELL_KERNELS(T, SUF)                                                                           \
+extern "C" __global__ void count_pairs_##SUF(                                                               \
+    MLIP_CELL_PARAMS(T), i64* __restrict__ counts) {                                                        \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n_atoms; i += (i64)gridDim.x * blockDim.x) \
         counts[i] = mlip_visit_atom<T>(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns,  \
                                        rc2, order, gatom, gshift, s0, pos, cells, cutoff2, -1, 0, nullptr,     \
                                        nullptr);                                                            \
 }                                                                                                           \
 extern "C" __global__ void fill_pairs_##SUF(                                                                \
-    const double* __restrict__ gx, const double* __restrict__ gy, const double* __restrict__ gz,              \
-    const i64* __restrict__ bin_start, const i64* __restrict__ home, const int* __restrict__ cbin,            \
-    const i64* __restrict__ graph, const i64* __restrict__ grid_offset, const int* __restrict__ grid_dims,    \
-    int ns, double rc2, const i64* __restrict__ order, const i64* __restrict__ gatom,                        \
-    const i64* __restrict__ gshift, const i64* __restrict__ s0, const T* __restrict__ pos,                   \
-    const double* __restrict__ cells, T cutoff2, i64 n_atoms, const i64* __restrict__ offsets, i64 n_edges,  \
-    i64* __restrict__ edge_index, i64* __restrict__ shifts) {                                                \
+    MLIP_CELL_PARAMS(T), const i64* __restrict__ offsets, i64 n_edges, i64* __restrict__ edge_index,        \
+    i64* __restrict__ shifts) {                                                                              \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n_atoms; i += (i64)gridDim.x * blockDim.x) \
         mlip_visit_atom<T>(i, gx, gy, gz, bin_start, home, cbin, graph, grid_offset, grid_dims, ns, rc2, order,  \
                            gatom, gshift, s0, pos, cells, cutoff2, offsets[i], n_edges, edge_index, shifts);    \
