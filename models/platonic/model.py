@@ -169,8 +169,7 @@ class PlatonicTransformer(nn.Module):
             # The density sums see every edge of the graph, with their own basis and envelope to `cutoff`;
             # attention below sees only the edges shorter than attention_cutoff.
             sq = (edge_vectors * edge_vectors).sum(-1)
-            nonzero = sq > 0  # (coinciding atoms: |0| without a NaN gradient)
-            length = torch.where(nonzero, torch.sqrt(torch.where(nonzero, sq, torch.ones_like(sq))), torch.zeros_like(sq))
+            length = _length(sq)
             radial = self.density_radial(length) * self.density_envelope(length).unsqueeze(-1)
             x = x + self.density(species, edge_index, radial)
             keep = torch.nonzero(sq < self.attention_cutoff**2).squeeze(1)
@@ -180,10 +179,7 @@ class PlatonicTransformer(nn.Module):
         loops = torch.arange(n, device=species.device)
         edges = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
         vec = torch.cat([edge_vectors, edge_vectors.new_zeros((n, 3))], dim=0)
-        sq = (vec * vec).sum(-1)
-        nonzero = sq > 0
-        length = torch.sqrt(torch.where(nonzero, sq, torch.ones_like(sq)))
-        length = torch.where(nonzero, length, torch.zeros_like(length))
+        length = _length((vec * vec).sum(-1))
         envelope = self.envelope(length)
         radial = self.radial(length) * envelope.unsqueeze(-1)
         frame_vec = frame_vectors(self.frames.to(vec.device), vec)
@@ -195,3 +191,10 @@ class PlatonicTransformer(nn.Module):
             x = block(x, edges, frame_vec, radial, envelope)
         e = self.readout2(torch.nn.functional.gelu(self.readout1(self.norm_out(x))))  # [N, G, 1]
         return e.mean(dim=(1, 2))
+
+
+def _length(sq: torch.Tensor) -> torch.Tensor:
+    """|r| [E] from |r|² [E], 0 where |r|² = 0 with a zero (not NaN) gradient: self edges, coinciding atoms."""
+    nonzero = sq > 0
+    length = torch.sqrt(torch.where(nonzero, sq, torch.ones_like(sq)))
+    return torch.where(nonzero, length, torch.zeros_like(length))
