@@ -297,9 +297,8 @@ def main(argv=None) -> int:
     potential = load_potential(weights)
     trained_orientation = None
     if args.orientation is not None:
+        # (a checkpoint older than the option has it too: load_potential fills in the legacy value)
         trained_orientation = potential.hyperparameters.get("orientation")
-        if trained_orientation is None and potential.architecture == "platonic":
-            trained_orientation = potential.model.orientation  # (a checkpoint older than the option)
         if trained_orientation is None:
             parser.error(f"--orientation: the {potential.architecture} model has no group orientation")
         potential.hyperparameters["orientation"] = args.orientation
