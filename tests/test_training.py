@@ -64,6 +64,26 @@ def test_training_lowers_the_loss_and_writes_checkpoints(tmp_path, samples):
     assert math.isfinite(atoms.get_potential_energy())
 
 
+def test_zero_weights_skip_the_derivatives_in_training_steps(tmp_path, samples, monkeypatch):
+    # Energy only: training steps ask for neither forces nor stress and build no double-backward graph;
+    # validation still measures every error; the energy term still learns.
+    calls = []
+    forward = mlip.Potential.forward
+
+    def spy(self, graph, compute_forces=True, compute_stress=True, create_graph=False):
+        calls.append((compute_forces, compute_stress, create_graph))
+        return forward(self, graph, compute_forces, compute_stress, create_graph)
+
+    monkeypatch.setattr(mlip.Potential, "forward", spy)
+    cfg = config(tmp_path, "energy", loss=dict(forces_weight=0.0, stress_weight=0.0))
+    result = train(cfg, samples[:32], samples[32:], progress=False)
+    # 4 epochs × (4 training batches, energy only, + 1 validation batch of 8 with forces and stress)
+    assert calls == 4 * ([(False, False, False)] * 4 + [(True, True, False)]), calls
+    assert all(math.isfinite(h["valid_forces_mae_meV_per_A"]) for h in result.history)
+    losses = [h["train_loss"] for h in result.history]
+    assert losses[-1] < 0.7 * losses[0], losses
+
+
 def test_a_killed_run_resumes_bit_for_bit(tmp_path, samples):
     full = train(config(tmp_path, "full"), samples[:32], samples[32:], progress=False)
     # max_minutes=0 stops after the first epoch, as a crash after its checkpoint would.
