@@ -8,6 +8,13 @@ import torch
 from torch import nn
 
 
+def safe_length(sq: torch.Tensor) -> torch.Tensor:
+    """|r| [E] from |r|² [E]; 0 where |r|² = 0 (self edges, coinciding atoms), with a zero rather than NaN gradient."""
+    nonzero = sq > 0
+    length = torch.sqrt(torch.where(nonzero, sq, torch.ones_like(sq)))
+    return torch.where(nonzero, length, torch.zeros_like(length))
+
+
 class PolynomialEnvelope(nn.Module):
     """Smooth cutoff φ(d), d = r / r_c, from the polynomial family of DimeNet/eSEN.
 

@@ -38,9 +38,10 @@ ARCHITECTURES = {
              attention="softmax", density=True, avg_neighbors=8.0, radial_values=True),
         "group",
     ),
-    "platonic-density-reach": (  # density sums to the cutoff (4 Å), attention only to 3 Å
+    # density sums and the embedded-atom term to the cutoff (4 Å), attention only to 3 Å
+    "platonic-density-reach": (
         dict(name="platonic", group="tetrahedral", channels=8, num_layers=1, num_heads=2, head_dim=4,
-             attention="softmax", density=True, avg_neighbors=8.0, attention_cutoff=3.0),
+             attention="softmax", density=True, avg_neighbors=8.0, attention_cutoff=3.0, embedded_atom=True),
         "group",
     ),
     "platonic-linear": (
@@ -56,7 +57,7 @@ ARCHITECTURES = {
     "equiformer-v3-gate-sepnorm": (
         dict(name="equiformer_v3", lmax=2, mmax=2, channels=4, num_layers=2, num_heads=2, alpha_channels=4,
              value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=8, num_radial=6,
-             activation="gate", norm="separate"),
+             activation="gate", norm="separate", embedded_atom=True),
         "so3",
     ),
 }

@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from mlip.embedded_atom import EmbeddedAtomEnergy
 from mlip.radial import GaussianBasis, PolynomialEnvelope
 from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
 
@@ -71,6 +72,8 @@ class EquiformerV3(nn.Module):
         norm: ``"merged"`` (paper) or ``"separate"`` per-degree layer norm (ablation).
         envelope_exponent: p of the polynomial cutoff envelope (5: C²).
         softmax_eps: ε in the smooth-cutoff softmax denominator.
+        embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
+            of element-resolved neighbour densities) to each atom's energy (off in the paper).
     """
 
     def __init__(
@@ -94,6 +97,7 @@ class EquiformerV3(nn.Module):
         norm: str = "merged",
         envelope_exponent: int = 5,
         softmax_eps: float = 1e-16,
+        embedded_atom: bool = False,
     ):
         super().__init__()
         if not 0 <= mmax <= lmax:
@@ -132,6 +136,7 @@ class EquiformerV3(nn.Module):
         self.energy_head = nn.Sequential(
             nn.Linear(channels, ffn_hidden_channels), nn.SiLU(), nn.Linear(ffn_hidden_channels, 1)
         )
+        self.embedded_atom = EmbeddedAtomEnergy(num_species, cutoff) if embedded_atom else None
 
     def edge_features(self, edge_vectors: torch.Tensor):
         """Per-edge inputs shared by all layers: rbf [E, R], envelope [E], Wigner [E, K_M, K]."""
@@ -157,4 +162,7 @@ class EquiformerV3(nn.Module):
         x = x + self.edge_degree(edge_index, species, rbf, envelope, wigner, n)
         for block in self.blocks:
             x = block(x, edge_index, species, rbf, envelope, wigner)
-        return self.energy_head(self.norm_out(x)[:, 0, :]).squeeze(-1)
+        energies = self.energy_head(self.norm_out(x)[:, 0, :]).squeeze(-1)
+        if self.embedded_atom is not None:
+            energies = energies + self.embedded_atom(species, edge_index, edge_vectors)
+        return energies

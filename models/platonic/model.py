@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.radial import BesselBasis, PolynomialEnvelope
+from mlip.embedded_atom import EmbeddedAtomEnergy
+from mlip.radial import BesselBasis, PolynomialEnvelope, safe_length
 
 from .attention import FrameAttention
 from .block import PlatonicBlock
@@ -61,6 +62,9 @@ class PlatonicTransformer(nn.Module):
             as ``"aligned"`` (:attr:`LEGACY_HYPERPARAMETERS`).
         radial_values: filter the attention values by a learned function of the edge length
             (see :class:`FrameAttention`); otherwise distance enters only the attention weights.
+        embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
+            of element-resolved neighbour densities, over every edge to ``cutoff``) to each atom's
+            energy; exactly invariant under every rotation, so it leaves less for the frames to learn.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class PlatonicTransformer(nn.Module):
         radial_values: bool = False,
         attention_cutoff: float | None = None,
         orientation: str = "generic",
+        embedded_atom: bool = False,
     ):
         super().__init__()
         if orientation not in ORIENTATIONS:
@@ -123,6 +128,7 @@ class PlatonicTransformer(nn.Module):
             )
             for _ in range(num_layers)
         )
+        self.embedded_atom = EmbeddedAtomEnergy(num_species, cutoff) if embedded_atom else None
         self.norm_out = nn.LayerNorm(channels)
         self.readout1 = GroupLinear(g, channels, channels)
         self.readout2 = GroupLinear(g, channels, 1)
@@ -164,12 +170,14 @@ class PlatonicTransformer(nn.Module):
         """species [N] embedding indices, edge_index [2, E] (i ← j), edge_vectors [E, 3] → energies [N]."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
+        # over every edge of the graph (to `cutoff`), before attention_cutoff filters them
+        e_atom = self.embedded_atom(species, edge_index, edge_vectors) if self.embedded_atom is not None else None
         x = self.embedding(species).to(dtype)
         if self.density_radial is not None:
             # The density sums see every edge of the graph, with their own basis and envelope to `cutoff`;
             # attention below sees only the edges shorter than attention_cutoff.
             sq = (edge_vectors * edge_vectors).sum(-1)
-            length = _length(sq)
+            length = safe_length(sq)
             radial = self.density_radial(length) * self.density_envelope(length).unsqueeze(-1)
             x = x + self.density(species, edge_index, radial)
             keep = torch.nonzero(sq < self.attention_cutoff**2).squeeze(1)
@@ -179,7 +187,7 @@ class PlatonicTransformer(nn.Module):
         loops = torch.arange(n, device=species.device)
         edges = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
         vec = torch.cat([edge_vectors, edge_vectors.new_zeros((n, 3))], dim=0)
-        length = _length((vec * vec).sum(-1))
+        length = safe_length((vec * vec).sum(-1))
         envelope = self.envelope(length)
         radial = self.radial(length) * envelope.unsqueeze(-1)
         frame_vec = frame_vectors(self.frames.to(vec.device), vec)
@@ -190,11 +198,5 @@ class PlatonicTransformer(nn.Module):
         for block in self.blocks:
             x = block(x, edges, frame_vec, radial, envelope)
         e = self.readout2(torch.nn.functional.gelu(self.readout1(self.norm_out(x))))  # [N, G, 1]
-        return e.mean(dim=(1, 2))
-
-
-def _length(sq: torch.Tensor) -> torch.Tensor:
-    """|r| [E] from |r|² [E], 0 where |r|² = 0 with a zero (not NaN) gradient: self edges, coinciding atoms."""
-    nonzero = sq > 0
-    length = torch.sqrt(torch.where(nonzero, sq, torch.ones_like(sq)))
-    return torch.where(nonzero, length, torch.zeros_like(length))
+        e = e.mean(dim=(1, 2))
+        return e if e_atom is None else e + e_atom
