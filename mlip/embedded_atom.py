@@ -8,6 +8,18 @@ from torch import nn
 from mlip.radial import BesselBasis, PolynomialEnvelope, safe_length
 
 
+def element_resolved_sums(species: torch.Tensor, edge_index: torch.Tensor, values: torch.Tensor,
+                          num_species: int) -> torch.Tensor:
+    """Σ_{j≠i} onehot(Z_j) ⊗ values_ij per atom: species [N], edge_index [2, E] (i ← j, no self edges),
+    values [E, R] → [N, S·R] (S = num_species; the block of element s holds the sum over neighbours of
+    element s)."""
+    n, r = species.shape[0], values.shape[1]
+    i, j = edge_index[0], edge_index[1]
+    sums = values.new_zeros((n * num_species, r))
+    sums = sums.index_add(0, i * num_species + species.index_select(0, j), values)
+    return sums.view(n, num_species * r)
+
+
 class EmbeddedAtomEnergy(nn.Module):
     """E_i = MLP(SiLU(A ρ_i + e(Z_i))), with D learned densities per atom
 
@@ -53,13 +65,9 @@ class EmbeddedAtomEnergy(nn.Module):
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, no self edges), edge_vectors [E, 3] → ρ [N, D]."""
-        n = species.shape[0]
-        i, j = edge_index[0], edge_index[1]
         length = safe_length((edge_vectors * edge_vectors).sum(-1))
         basis = self.radial(length) * self.envelope(length).unsqueeze(-1)  # [E, R]
-        sums = basis.new_zeros((n * self.num_species, self.num_radial))
-        sums = sums.index_add(0, i * self.num_species + species.index_select(0, j), basis)
-        sums = sums.view(n, self.num_species * self.num_radial) / self.avg_neighbors  # [N, S·R]
+        sums = element_resolved_sums(species, edge_index, basis, self.num_species) / self.avg_neighbors  # [N, S·R]
         weights = self.density_weights.to(basis.dtype).index_select(0, species)  # [N, S·R, D]
         return torch.bmm(sums.unsqueeze(1), weights).squeeze(1)
 

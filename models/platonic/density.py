@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mlip.embedded_atom import element_resolved_sums
+
 
 class NeighbourDensityEmbedding(nn.Module):
     """Per-atom invariant ρ_i = W · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) B(r_ij)) / n_avg → [N, C].
@@ -30,11 +32,7 @@ class NeighbourDensityEmbedding(nn.Module):
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, no self edges), radial [E, R] → [N, S·R] (unscaled sums)."""
-        n = species.shape[0]
-        i, j = edge_index[0], edge_index[1]
-        out = radial.new_zeros((n * self.num_species, self.num_radial))
-        out = out.index_add(0, i * self.num_species + species.index_select(0, j), radial)
-        return out.view(n, self.num_species * self.num_radial)
+        return element_resolved_sums(species, edge_index, radial, self.num_species)
 
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
         """→ [N, C]."""
