@@ -226,8 +226,13 @@ def write_card(path: Path, data: dict) -> None:
         "## Training",
         "",
         f"Data: `{data['train_data_command']}` ({tr['n_train']} training / {tr['n_valid']} validation structures, "
-        "split by structure group). " + ("Commands, one per stage (each stage starts from the best weights of the "
-                                         "one before, `init_from`):" if len(stages) > 1 else "Command:"),
+        "split by structure group). " + (("Commands, one per stage (each stage starts from the best weights of the "
+                                          "one before, `init_from`" + (
+                                              "; a transformer from an embedded-atom term trained alone, "
+                                              "`init_embedded_atom_from`: the term, output scale and references "
+                                              "copied, the transformer's final readout zeroed"
+                                              if any(st.get("init_embedded_atom_from") for st in stages) else "")
+                                          + "):") if len(stages) > 1 else "Command:"),
         "",
         "```",
         *data["train_command"].split("\n"),
@@ -235,11 +240,12 @@ def write_card(path: Path, data: dict) -> None:
         "",
     ]
     if len(stages) > 1:
-        lines += ["| stage | epochs | minutes | loss weights E / F / S | lr | validation E (meV/atom) | F (meV/Å) | S (meV/Å³) |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["| stage | model | epochs | minutes | loss weights E / F / S | lr | validation E (meV/atom) | F (meV/Å) | "
+                  "S (meV/Å³) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for k, st in enumerate(stages, 1):
             v = st["validation"]
-            lines.append(f"| {k} | {st['epochs']} | {st['minutes']:.1f} | {st['loss'][0]:g} / {st['loss'][1]:g} / "
+            lines.append(f"| {k} | {st.get('model', data['architecture'])} | {st['epochs']} | {st['minutes']:.1f} | {st['loss'][0]:g} / {st['loss'][1]:g} / "
                          f"{st['loss'][2]:g} | {st['lr']:g} | {fmt(v[KEYS['energy']])} | {fmt(v[KEYS['forces']])} | "
                          f"{fmt(v[KEYS['stress']])} |")
         lines += ["", "Last stage:"]
@@ -334,6 +340,7 @@ def main(argv=None) -> int:
                        "best_epoch": int(stage_meta.get("epoch", len(stage_history))),
                        "loss": [c["loss"]["energy_weight"], c["loss"]["forces_weight"], c["loss"]["stress_weight"]],
                        "lr": c["optimizer"]["lr"], "init_from": c.get("init_from"),
+                       "init_embedded_atom_from": c.get("init_embedded_atom_from"), "model": c["model"]["name"],
                        "validation": {key: stage_meta["metrics"][f"valid_{key}"] for key in KEYS.values()}})
     if len(args.train_command) != len(stages):
         parser.error(f"{len(stages)} stage(s) but {len(args.train_command)} --train-command")

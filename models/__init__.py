@@ -19,6 +19,7 @@ from mlip.potential import Potential
 _REGISTRY: Dict[str, str] = {
     "platonic": "mlip.models.platonic.model:PlatonicTransformer",
     "equiformer_v3": "mlip.models.equiformer_v3.model:EquiformerV3",
+    "embedded_atom": "mlip.models.embedded_atom:EmbeddedAtomModel",
 }
 
 

@@ -60,6 +60,11 @@ ARCHITECTURES = {
              activation="gate", norm="separate", embedded_atom=True),
         "so3",
     ),
+    # the term alone (the first stage of the shipped platonic-emt recipe)
+    "embedded-atom": (
+        dict(name="embedded_atom", num_radial=8, num_densities=4, hidden=16, avg_neighbors=8.0),
+        "so3",
+    ),
 }
 
 SPECIES = ["Cu", "Au", "H", "C", "O"]

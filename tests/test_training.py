@@ -372,9 +372,71 @@ def test_init_grow_refuses_other_changes_and_shallower_targets(tmp_path, samples
         config(tmp_path, "alone", init_grow=True)
 
 
+def isolated(symbol):
+    """One atom in vacuum with its EMT energy (what reference_energies: isolated_atoms reads)."""
+    from ase import Atoms
+
+    atoms = Atoms(symbol, positions=[[0.0, 0.0, 0.0]])
+    atoms.calc = EMT()
+    e = atoms.get_potential_energy()
+    atoms.calc = SinglePointCalculator(atoms, energy=e, forces=np.zeros((1, 3)))
+    return atoms
+
+
+@pytest.mark.parametrize("arch", sorted(GROW_MODELS))
+def test_init_embedded_atom_from_starts_at_the_fitted_terms_energies(tmp_path, samples, arch):
+    """init_embedded_atom_from: a transformer with embedded_atom: true starts with exactly the energies,
+    forces and stress (float64, to round-off) of the embedded_atom checkpoint it is given (its term, scale
+    and references copied, its final readout zeroed); with a learning rate, that readout then trains."""
+    term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0)
+    first = train(config(tmp_path, "term", epochs=1, model=term, reference_energies="isolated_atoms"),
+                  samples[:16] + [isolated("Cu"), isolated("Au")], samples[32:], progress=False)
+    model = dict(GROW_MODELS[arch], embedded_atom=True)
+    start = train(config(tmp_path, "start", epochs=1, model=model, init_embedded_atom_from=str(first.last),
+                         optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:8], samples[32:], progress=False)
+    a, b = mlip.load_potential(first.last), mlip.load_potential(start.last)
+    assert a.isolated_reference and b.isolated_reference
+    assert float(b.scale) == float(a.scale) and torch.equal(b.reference_energies, a.reference_energies)
+    calc_a = mlip.MLIPCalculator(a, dtype="float64")
+    calc_b = mlip.MLIPCalculator(b, dtype="float64")
+    for atoms in samples[32:35]:
+        assert calc_b.get_potential_energy(atoms) == pytest.approx(calc_a.get_potential_energy(atoms),
+                                                                   abs=1e-10 * len(atoms))
+        np.testing.assert_allclose(calc_b.get_forces(atoms), calc_a.get_forces(atoms), atol=1e-10)
+        np.testing.assert_allclose(calc_b.get_stress(atoms), calc_a.get_stress(atoms), atol=1e-10)
+    moved = train(config(tmp_path, "moved", epochs=1, model=model, init_embedded_atom_from=str(first.last),
+                         optimizer=dict(lr=5e-3, ema_decay=0.0)), samples[:16], samples[32:], progress=False)
+    readout = mlip.load_potential(moved.last).model.final_readout()
+    assert any(p.abs().max() > 0 for p in readout.parameters())
+
+
+def test_init_embedded_atom_from_refuses_what_does_not_fit(tmp_path, samples):
+    term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0)
+    first = train(config(tmp_path, "term", epochs=1, model=term), samples[:8], samples[32:], progress=False)
+    plain = train(config(tmp_path, "plain", epochs=1), samples[:8], samples[32:], progress=False)
+    with_term = dict(GROW_MODELS["platonic"], embedded_atom=True)
+    cases = [
+        (dict(model=GROW_MODELS["platonic"], init_embedded_atom_from=str(first.last)), "no embedded-atom term"),
+        (dict(model=with_term, init_embedded_atom_from=str(plain.last)), "embedded_atom architecture"),
+        (dict(model=dict(with_term, cutoff=4.5), init_embedded_atom_from=str(first.last)), "cutoff"),
+        (dict(model=dict(with_term, species=["Au", "Cu"]), init_embedded_atom_from=str(first.last)), "species"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            train(config(tmp_path, "bad", epochs=1, **extra), samples[:8], samples[32:], progress=False)
+    bigger = train(config(tmp_path, "bigger", epochs=1, model=dict(term, hidden=32)), samples[:8], samples[32:],
+                   progress=False)
+    with pytest.raises(ValueError, match="hyperparameters differ"):
+        train(config(tmp_path, "bad", epochs=1, model=with_term, init_embedded_atom_from=str(bigger.last)),
+              samples[:8], samples[32:], progress=False)
+    with pytest.raises(ValueError, match="exclude each other"):
+        config(tmp_path, "both", model=with_term, init_from=str(first.last), init_embedded_atom_from=str(first.last))
+
+
 def test_example_training_configs_parse_and_chain_their_stages():
-    """examples/train_*.yaml are valid configs; a stage's init_from is the best checkpoint of an
-    earlier example's out_dir, with the same model."""
+    """examples/train_*.yaml are valid configs; a stage's init_from (init_embedded_atom_from) is the best
+    checkpoint of an earlier example's out_dir, with the same model (an embedded_atom model of the same
+    species and cutoff)."""
     from pathlib import Path
 
     examples = Path(__file__).resolve().parents[1] / "examples"
@@ -390,6 +452,11 @@ def test_example_training_configs_parse_and_chain_their_stages():
                 assert earlier == {k: v for k, v in c.model.items() if k != "num_layers"}, name
             else:
                 assert best[c.init_from].model == c.model, name
+        if c.init_embedded_atom_from:  # the term trained alone, same species and cutoff
+            assert c.init_embedded_atom_from in best, (name, c.init_embedded_atom_from)
+            term = best[c.init_embedded_atom_from].model
+            assert term["name"] == "embedded_atom" and c.model.get("embedded_atom") is True, name
+            assert (term["species"], term["cutoff"]) == (c.model["species"], c.model["cutoff"]), name
 
 
 def test_validation_without_stress_labels_trains_and_checkpoints(tmp_path, samples):

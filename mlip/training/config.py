@@ -84,8 +84,14 @@ class TrainConfig:
     #: blocks are copied and the extra ones are appended with their residual branches zeroed, so
     #: training starts exactly from the checkpoint's energies and forces
     init_grow: bool = False
+    #: start the model's embedded-atom term (``embedded_atom: true``) from a checkpoint of the
+    #: ``embedded_atom`` architecture with the same species and cutoff (the term trained alone, a
+    #: recipe's first stage): its term, output scale and reference energies are copied and the model's
+    #: final readout layer is zeroed, so training starts from exactly the fitted term's energies and
+    #: trains the rest of the model on top of it. Not together with ``init_from``
+    init_embedded_atom_from: Optional[str] = None
     #: per-element reference energies: ``"least_squares"`` (fitted on the training set; with
-    #: ``init_from``, the checkpoint's are kept, isolated-atom ones included) or ``"isolated_atoms"``: the energies of the
+    #: ``init_from`` or ``init_embedded_atom_from``, the checkpoint's are kept, isolated-atom ones included) or ``"isolated_atoms"``: the energies of the
     #: isolated-atom structures (one atom, no neighbour within the cutoff) of the training data, both
     #: sides of the validation split, one per element needed; the model's own output for an isolated
     #: atom is then subtracted, so isolated atoms are exact (:class:`mlip.Potential`). With
@@ -132,6 +138,9 @@ class TrainConfig:
         if self.reference_energies not in ("least_squares", "isolated_atoms"):
             raise ValueError(f"{where}: reference_energies must be least_squares or isolated_atoms, "
                              f"got {self.reference_energies!r}")
+        if self.init_embedded_atom_from and self.init_from:
+            raise ValueError(f"{where}: init_embedded_atom_from and init_from exclude each other (one "
+                             "starts a new model from a fitted term, the other continues a whole model)")
         if self.init_grow and not self.init_from:
             raise ValueError(f"{where}: init_grow needs init_from (the checkpoint to grow from)")
 

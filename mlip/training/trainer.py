@@ -216,6 +216,40 @@ def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
                     p.zero_()
 
 
+def _load_embedded_atom(potential, source: str) -> None:
+    """Start ``potential``'s embedded-atom term from checkpoint ``source`` of the ``embedded_atom``
+    architecture (``init_embedded_atom_from``): copy the term, output scale, reference energies (and
+    whether they are isolated-atom ones), and zero the model's final readout layer."""
+    from mlip.checkpoint import load_potential
+
+    where = f"init_embedded_atom_from {source!r}"
+    term = getattr(potential.model, "embedded_atom", None)
+    if term is None:
+        raise ValueError(f"{where}: the config's {potential.architecture} model has no embedded-atom term "
+                         "(set embedded_atom: true in model)")
+    start = load_potential(source)
+    if start.architecture != "embedded_atom":
+        raise ValueError(f"{where}: a checkpoint of the embedded_atom architecture is needed, this one is "
+                         f"{start.architecture!r}")
+    for what, a, b in (("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),
+                       ("cutoff", float(potential.cutoff), float(start.cutoff))):
+        if a != b:
+            raise ValueError(f"{where}: its {what} ({b}) differs from the config's model ({a})")
+    state = start.model.embedded_atom.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in term.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in state.items()}
+    if shapes != theirs:
+        raise ValueError(f"{where}: its term's hyperparameters differ from the model's term (tensor shapes "
+                         f"{theirs} vs {shapes}); train it with the embedded_atom defaults")
+    with torch.no_grad():
+        term.load_state_dict(state)
+        potential.scale.copy_(start.scale)
+        potential.reference_energies.copy_(start.reference_energies)
+        for p in potential.model.final_readout().parameters():
+            p.zero_()
+    potential.isolated_reference = start.isolated_reference
+
+
 # ----------------------------------------------------------------------------------- train
 def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_samples: Optional[Sequence] = None,
           resume: bool = False, progress: bool = True) -> TrainResult:
@@ -260,6 +294,9 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     if config.init_from:
         _load_initial_weights(potential, config.init_from, grow=config.init_grow)
         scale, scale_kind = float(potential.scale), f"kept from {config.init_from}"
+    elif config.init_embedded_atom_from:
+        _load_embedded_atom(potential, config.init_embedded_atom_from)
+        scale, scale_kind = float(potential.scale), f"kept from {config.init_embedded_atom_from}"
     else:
         if reference is None:
             reference = fit_reference_energies(train_samples, numbers)

@@ -138,6 +138,11 @@ class EquiformerV3(nn.Module):
         )
         self.embedded_atom = EmbeddedAtomEnergy(num_species, cutoff) if embedded_atom else None
 
+    def final_readout(self) -> nn.Module:
+        """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it
+        leaves only that term (``init_embedded_atom_from``)."""
+        return self.energy_head[-1]
+
     def edge_features(self, edge_vectors: torch.Tensor):
         """Per-edge inputs shared by all layers: rbf [E, R], envelope [E], Wigner [E, K_M, K]."""
         length = edge_vectors.norm(dim=-1)

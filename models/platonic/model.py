@@ -133,6 +133,11 @@ class PlatonicTransformer(nn.Module):
         self.readout1 = GroupLinear(g, channels, channels)
         self.readout2 = GroupLinear(g, channels, 1)
 
+    def final_readout(self) -> nn.Module:
+        """The last layer of the readout (its output, averaged over frames, is the energy besides the
+        embedded-atom term); zeroing it leaves only that term (``init_embedded_atom_from``)."""
+        return self.readout2
+
     #: hyperparameters that checkpoints written before they existed lack, with the value that
     #: reproduces those checkpoints (a new model gets the signature's default instead)
     LEGACY_HYPERPARAMETERS = {"orientation": "aligned"}
