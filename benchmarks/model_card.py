@@ -114,6 +114,19 @@ def training_throughput(n_train: int, epochs: int, minutes: float) -> float:
     return n_train * epochs / (60.0 * minutes)
 
 
+def _throughput_by_model(stages: list, n_train: int) -> str:
+    """``; by model: A x structures/s (e epochs), …`` when the stages trained different models (an
+    embedded-atom term alone, then a transformer on it), else an empty string."""
+    by_model = defaultdict(lambda: [0, 0.0])
+    for st in stages:
+        by_model[st.get("model", "?")][0] += st["epochs"]
+        by_model[st.get("model", "?")][1] += st["minutes"]
+    if len(by_model) < 2:
+        return ""
+    return "; by model: " + ", ".join(f"{name} {training_throughput(n_train, e, m):.1f} structures/s ({e} epochs, "
+                                      f"{m:.1f} min)" for name, (e, m) in by_model.items())
+
+
 def fmt(value: float) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
@@ -202,7 +215,7 @@ def write_card(path: Path, data: dict) -> None:
     lines += [
         f"- training: {tr['structures_per_s']:.1f} structures/s ({tr['n_train']} structures × {tr['epochs']} epochs in "
         f"{tr['minutes']:.1f} min, validation included, {tr['threads']}"
-        + (f"; {len(stages)} stages" if len(stages) > 1 else "") + ").",
+        + (f"; {len(stages)} stages" if len(stages) > 1 else "") + ")" + _throughput_by_model(stages, tr["n_train"]) + ".",
         "",
         "## Model",
         "",

@@ -244,15 +244,16 @@ def test_kill_and_rerun_loses_nothing_and_redoes_nothing(extxyz, tmp_path):
 
 
 def test_fix_symmetry_keeps_a_rocksalt_saddle_that_the_platonic_model_leaves(tmp_path):
-    """Rocksalt CuAu is a saddle point that only exact symmetry holds. The shipped Platonic model is
-    not exactly symmetric: relaxed as the benchmark does, it leaves Fm-3m for a structure about
-    0.4 eV/atom lower (P1); with fix_symmetry the campaign keeps Fm-3m, says so in its settings, and
-    refuses to be mixed with an unconstrained campaign in the same folder."""
+    """Rocksalt AlPt (a miniature-discovery candidate, emt-0003) is a saddle point that only exact
+    symmetry holds. The shipped Platonic model is not exactly symmetric: relaxed as the benchmark does,
+    it leaves Fm-3m for a structure far lower (0.56 eV/atom in the discovery run); with fix_symmetry the
+    campaign keeps Fm-3m, says so in its settings, and refuses to be mixed with an unconstrained campaign
+    in the same folder."""
     import ase.io
     spglib = pytest.importorskip("spglib")
 
     path = tmp_path / "b1.extxyz"
-    ase.io.write(path, [bulk("CuAu", "rocksalt", a=5.2, cubic=True)])
+    ase.io.write(path, [bulk("AlPt", "rocksalt", a=4.96, cubic=True)])
     calc = mlip.load_calculator("platonic-emt", dtype="float64")
     results = {}
     for fix in (False, True):
@@ -261,7 +262,7 @@ def test_fix_symmetry_keeps_a_rocksalt_saddle_that_the_platonic_model_leaves(tmp
         (record,) = [json.loads(f.read_text()) for f in (run / "results").glob("*.json")]
         st = record["structure"]
         cell = (st["cell_A"], np.linalg.solve(np.array(st["cell_A"]).T, np.array(st["positions_A"]).T).T,
-                [1 if sym == "Cu" else 2 for sym in st["symbols"]])
+                [1 if sym == "Al" else 2 for sym in st["symbols"]])
         results[fix] = (record["energy"] / record["n_atoms"], spglib.get_spacegroup(cell, symprec=1e-3))
         assert json.loads((run / "campaign.json").read_text())["settings"].get("fix_symmetry", False) is fix
     assert results[True][1] == "Fm-3m (225)" and results[False][1] != "Fm-3m (225)", results
