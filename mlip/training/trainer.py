@@ -172,6 +172,13 @@ def _split(samples: list, fraction: float, seed: int):
     return list(train_part), list(valid_part)
 
 
+def _refuse_differences(where: str, checks) -> None:
+    """ValueError naming the first ``(what, config's model, checkpoint)`` pair whose two values differ."""
+    for what, mine, theirs in checks:
+        if mine != theirs:
+            raise ValueError(f"{where}: its {what} ({theirs}) differs from the config's model ({mine})")
+
+
 def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
     """Copy the weights of checkpoint ``source`` into ``potential`` (``init_from``), refusing a
     checkpoint of another architecture, species, cutoff or hyperparameters.
@@ -193,11 +200,11 @@ def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
             raise ValueError(f"init_grow from {source!r}: it has {n_theirs} blocks, more than the config's "
                              f"model ({n_mine}); a model can only be grown deeper")
         mine_hp["num_layers"] = theirs_hp["num_layers"]  # the one difference allowed
-    mine = (potential.architecture, potential.atomic_numbers.tolist(), float(potential.cutoff), mine_hp)
-    theirs = (start.architecture, start.atomic_numbers.tolist(), float(start.cutoff), theirs_hp)
-    for what, a, b in zip(("architecture", "species", "cutoff", "hyperparameters"), mine, theirs):
-        if a != b:
-            raise ValueError(f"init_from {source!r}: its {what} ({b}) differs from the config's model ({a})")
+    _refuse_differences(f"init_from {source!r}", (
+        ("architecture", potential.architecture, start.architecture),
+        ("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),
+        ("cutoff", float(potential.cutoff), float(start.cutoff)),
+        ("hyperparameters", mine_hp, theirs_hp)))
     # The reference energies travel with the state dict; whether they are isolated-atom energies does not.
     potential.isolated_reference = start.isolated_reference
     with torch.no_grad():
@@ -231,10 +238,8 @@ def _load_embedded_atom(potential, source: str) -> None:
     if start.architecture != "embedded_atom":
         raise ValueError(f"{where}: a checkpoint of the embedded_atom architecture is needed, this one is "
                          f"{start.architecture!r}")
-    for what, a, b in (("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),
-                       ("cutoff", float(potential.cutoff), float(start.cutoff))):
-        if a != b:
-            raise ValueError(f"{where}: its {what} ({b}) differs from the config's model ({a})")
+    _refuse_differences(where, (("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),
+                                ("cutoff", float(potential.cutoff), float(start.cutoff))))
     state = start.model.embedded_atom.state_dict()
     shapes = {k: tuple(v.shape) for k, v in term.state_dict().items()}
     theirs = {k: tuple(v.shape) for k, v in state.items()}
