@@ -429,6 +429,12 @@ def test_init_embedded_atom_from_refuses_what_does_not_fit(tmp_path, samples):
     with pytest.raises(ValueError, match="hyperparameters differ"):
         train(config(tmp_path, "bad", epochs=1, model=with_term, init_embedded_atom_from=str(bigger.last)),
               samples[:8], samples[32:], progress=False)
+    # same tensor shapes, other normalisation: refused as well
+    other = train(config(tmp_path, "other", epochs=1, model=dict(term, avg_neighbors=8.0)), samples[:8],
+                  samples[32:], progress=False)
+    with pytest.raises(ValueError, match="hyperparameters differ"):
+        train(config(tmp_path, "bad", epochs=1, model=with_term, init_embedded_atom_from=str(other.last)),
+              samples[:8], samples[32:], progress=False)
     with pytest.raises(ValueError, match="exclude each other"):
         config(tmp_path, "both", model=with_term, init_from=str(first.last), init_embedded_atom_from=str(first.last))
 

@@ -240,14 +240,16 @@ def _load_embedded_atom(potential, source: str) -> None:
                          f"{start.architecture!r}")
     _refuse_differences(where, (("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),
                                 ("cutoff", float(potential.cutoff), float(start.cutoff))))
-    state = start.model.embedded_atom.state_dict()
-    shapes = {k: tuple(v.shape) for k, v in term.state_dict().items()}
-    theirs = {k: tuple(v.shape) for k, v in state.items()}
-    if shapes != theirs:
-        raise ValueError(f"{where}: its term's hyperparameters differ from the model's term (tensor shapes "
-                         f"{theirs} vs {shapes}); train it with the embedded_atom defaults")
+    # The transformers build their term with the defaults; a term trained with others (avg_neighbors or
+    # envelope_exponent included, which no tensor shape shows) would compute other energies.
+    from mlip.models import default_hyperparameters
+
+    defaults = default_hyperparameters("embedded_atom")
+    if dict(start.hyperparameters) != defaults:
+        raise ValueError(f"{where}: its term's hyperparameters differ from the term inside the model "
+                         f"({dict(start.hyperparameters)} vs {defaults}); train it with the embedded_atom defaults")
     with torch.no_grad():
-        term.load_state_dict(state)
+        term.load_state_dict(start.model.embedded_atom.state_dict())
         potential.scale.copy_(start.scale)
         potential.reference_energies.copy_(start.reference_energies)
         for p in potential.model.final_readout().parameters():
