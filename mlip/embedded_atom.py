@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -34,6 +36,17 @@ class EmbeddedAtomEnergy(nn.Module):
     over atoms, so adding it to a model keeps all of the model's symmetries. An atom without neighbours
     gets a constant per element (absorbed by the isolated-atom reference).
 
+    With ``log_densities`` the MLP also sees D *positive* densities on a logarithmic scale,
+
+        σ_i = softplus(V_{Z_i}) · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) g(r_ij)) / n_avg ≥ 0,
+        u_i = ln(1 + σ_i / ε) / ln(1 / ε)        (ε = 10⁻⁴; u = 0 for an atom alone, ≈ 1 in bulk),
+
+    g_k(r) = exp(−η_k (r − 2.5 Å)), η_k from 1 to 5 Å⁻¹. EMT's energy is a function of the logarithm of
+    such an exponential density (its neutral-sphere radius) plus a power of it, which varies by
+    orders of magnitude between a dimer and a bulk atom; on linear densities alone the MLP sees every
+    dimer in a sliver near 0. The densities are positive, so the logarithm is steep only for nearly
+    isolated atoms, and smooth (C² through φ) everywhere.
+
     Args:
         num_species: S, number of elements.
         cutoff: r_c (Å) of the basis and envelope.
@@ -42,10 +55,17 @@ class EmbeddedAtomEnergy(nn.Module):
         hidden: width of the embedding MLP.
         envelope_exponent: p of the polynomial envelope.
         avg_neighbors: divides the sums to keep them O(1).
+        log_densities: also feed the D logarithmic positive densities u_i to the MLP (see above).
     """
 
+    #: ε of the logarithmic densities, and the rates η_k (Å⁻¹) and centre (Å) of their radial functions
+    LOG_EPSILON = 1e-4
+    LOG_RATES = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
+    LOG_CENTRE = 2.5
+
     def __init__(self, num_species: int, cutoff: float, num_radial: int = 16, num_densities: int = 16,
-                 hidden: int = 64, envelope_exponent: int = 5, avg_neighbors: float = 32.0):
+                 hidden: int = 64, envelope_exponent: int = 5, avg_neighbors: float = 32.0,
+                 log_densities: bool = False):
         super().__init__()
         for name, value in dict(num_species=num_species, num_radial=num_radial, num_densities=num_densities,
                                 hidden=hidden).items():
@@ -61,6 +81,13 @@ class EmbeddedAtomEnergy(nn.Module):
         self.density_weights = nn.Parameter(torch.randn(self.num_species, features, int(num_densities)) / features**0.5)
         self.density_in = nn.Linear(int(num_densities), int(hidden))
         self.element = nn.Embedding(self.num_species, int(hidden))
+        self.log_densities = bool(log_densities)
+        if self.log_densities:
+            self.register_buffer("log_rates", torch.tensor(self.LOG_RATES), persistent=False)
+            k = self.num_species * len(self.LOG_RATES)
+            # softplus(−1.5 ± 0.5) ≈ 0.2: σ of a bulk atom O(0.1–1)
+            self.log_density_weights = nn.Parameter(torch.randn(self.num_species, k, int(num_densities)) * 0.5 - 1.5)
+            self.log_density_in = nn.Linear(int(num_densities), int(hidden), bias=False)
         self.mlp = nn.Sequential(nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
@@ -71,10 +98,25 @@ class EmbeddedAtomEnergy(nn.Module):
         weights = self.density_weights.to(basis.dtype).index_select(0, species)  # [N, S·R, D]
         return torch.bmm(sums.unsqueeze(1), weights).squeeze(1)
 
+    def log_densities_of(self, species: torch.Tensor, edge_index: torch.Tensor,
+                         edge_vectors: torch.Tensor) -> torch.Tensor:
+        """species [N], edge_index [2, E], edge_vectors [E, 3] → u [N, D] (``log_densities`` only)."""
+        length = safe_length((edge_vectors * edge_vectors).sum(-1))
+        rates = self.log_rates.to(length.dtype)
+        g = torch.exp(-rates * (length.unsqueeze(-1) - self.LOG_CENTRE)) * self.envelope(length).unsqueeze(-1)
+        sums = element_resolved_sums(species, edge_index, g, self.num_species) / self.avg_neighbors  # [N, S·K]
+        weights = nn.functional.softplus(self.log_density_weights.to(g.dtype)).index_select(0, species)
+        sigma = torch.bmm(sums.unsqueeze(1), weights).squeeze(1)  # [N, D], ≥ 0
+        return torch.log1p(sigma / self.LOG_EPSILON) / math.log(1.0 / self.LOG_EPSILON)
+
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E], edge_vectors [E, 3] → per-atom energies [N]."""
         rho = self.densities(species, edge_index, edge_vectors)
-        return self.mlp(self.density_in(rho) + self.element(species).to(rho.dtype)).squeeze(-1)
+        h = self.density_in(rho) + self.element(species).to(rho.dtype)
+        if self.log_densities:
+            h = h + self.log_density_in(self.log_densities_of(species, edge_index, edge_vectors))
+        return self.mlp(h).squeeze(-1)
 
     def extra_repr(self) -> str:
-        return f"species={self.num_species}, radial={self.num_radial}, avg_neighbors={self.avg_neighbors}"
+        return (f"species={self.num_species}, radial={self.num_radial}, avg_neighbors={self.avg_neighbors}, "
+                f"log_densities={self.log_densities}")

@@ -22,16 +22,17 @@ class EmbeddedAtomModel(nn.Module):
     Args:
         num_species: number of elements.
         cutoff: r_c (Å).
-        num_radial, num_densities, hidden, envelope_exponent, avg_neighbors: those of
+        num_radial, num_densities, hidden, envelope_exponent, avg_neighbors, log_densities: those of
             :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`; the defaults are the term's inside the
             transformers, which ``init_embedded_atom_from`` needs.
     """
 
     def __init__(self, num_species: int, cutoff: float, num_radial: int = 16, num_densities: int = 16,
-                 hidden: int = 64, envelope_exponent: int = 5, avg_neighbors: float = 32.0):
+                 hidden: int = 64, envelope_exponent: int = 5, avg_neighbors: float = 32.0,
+                 log_densities: bool = False):
         super().__init__()
         self.embedded_atom = EmbeddedAtomEnergy(num_species, cutoff, num_radial, num_densities, hidden,
-                                                envelope_exponent, avg_neighbors)
+                                                envelope_exponent, avg_neighbors, log_densities)
 
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor,
                 batch: torch.Tensor, n_graphs: int) -> torch.Tensor:

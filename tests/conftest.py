@@ -57,12 +57,14 @@ ARCHITECTURES = {
     "equiformer-v3-gate-sepnorm": (
         dict(name="equiformer_v3", lmax=2, mmax=2, channels=4, num_layers=2, num_heads=2, alpha_channels=4,
              value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=8, num_radial=6,
-             activation="gate", norm="separate", embedded_atom=True),
+             activation="gate", norm="separate", embedded_atom=True, attention_cutoff=3.0,
+             embedded_atom_log_densities=True),
         "so3",
     ),
-    # the term alone (the first stage of the shipped platonic-emt recipe)
+    # the term alone (the first stage of the shipped recipes) with its logarithmic densities; the
+    # Platonic entry above carries the term without them, the EquiformerV3 one with them
     "embedded-atom": (
-        dict(name="embedded_atom", num_radial=8, num_densities=4, hidden=16, avg_neighbors=8.0),
+        dict(name="embedded_atom", num_radial=8, num_densities=4, hidden=16, avg_neighbors=8.0, log_densities=True),
         "so3",
     ),
 }

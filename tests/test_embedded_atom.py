@@ -14,10 +14,10 @@ from mlip.radial import BesselBasis, PolynomialEnvelope
 CUTOFF = 4.0
 
 
-def term(seed=0):
+def term(seed=0, log_densities=False):
     torch.manual_seed(seed)
     return EmbeddedAtomEnergy(num_species=2, cutoff=CUTOFF, num_radial=5, num_densities=3, hidden=8,
-                              avg_neighbors=4.0).double()
+                              avg_neighbors=4.0, log_densities=log_densities).double()
 
 
 def graph_of(atoms):
@@ -34,35 +34,46 @@ def alloy(seed=0):
     return atoms
 
 
-def test_densities_and_energy_follow_the_definition():
+@pytest.mark.parametrize("log_densities", [False, True])
+def test_densities_and_energy_follow_the_definition(log_densities):
     # ρ_i = W_{Z_i}ᵀ (Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) B(r_ij)) / n_avg, summed here atom by atom with ASE's
-    # own distances (minimum-image-free: every periodic image within the cutoff), then the MLP.
-    model = term()
+    # own distances (minimum-image-free: every periodic image within the cutoff), then the MLP; with
+    # log_densities also u_i = ln(1 + σ_i/ε)/ln(1/ε), σ_i = softplus(V_{Z_i})ᵀ (Σ_j onehot(Z_j) ⊗ φ g) / n_avg.
+    model = term(log_densities=log_densities)
     atoms = alloy()
     species, edge_index, vec = graph_of(atoms)
     rho = model.densities(species, edge_index, vec)
     basis, env = BesselBasis(CUTOFF, 5).double(), PolynomialEnvelope(CUTOFF, 5).double()
     from ase.neighborlist import neighbor_list
 
+    rates = torch.tensor([1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0], dtype=torch.float64)
     ii, jj, dd = neighbor_list("ijd", atoms, CUTOFF)
+    hidden = model.density_in(rho) + model.element(species)
     for i in range(len(atoms)):
         sums = torch.zeros(2, 5, dtype=torch.float64)
+        positive = torch.zeros(2, 8, dtype=torch.float64)
         for j, d in zip(jj[ii == i], dd[ii == i]):
             r = torch.tensor(d, dtype=torch.float64)
             sums[int(atoms.numbers[j] == 79)] += basis(r) * env(r)
+            positive[int(atoms.numbers[j] == 79)] += torch.exp(-rates * (r - 2.5)) * env(r)
         z = int(atoms.numbers[i] == 79)
         expected = sums.reshape(-1) @ model.density_weights[z] / 4.0
         torch.testing.assert_close(rho[i], expected, rtol=1e-12, atol=1e-14)
+        if log_densities:
+            sigma = positive.reshape(-1) @ torch.nn.functional.softplus(model.log_density_weights[z]) / 4.0
+            assert (sigma > 0).all()
+            u = torch.log1p(sigma / 1e-4) / math.log(1e4)
+            hidden[i] = hidden[i] + model.log_density_in(u)
     energies = model(species, edge_index, vec)
-    hidden = model.density_in(rho) + model.element(species)
-    torch.testing.assert_close(energies, model.mlp(hidden).squeeze(-1), rtol=0, atol=0)
+    torch.testing.assert_close(energies, model.mlp(hidden).squeeze(-1), rtol=1e-12, atol=1e-14)
     # an atom alone: zero densities, the element's constant
     lone = model(torch.tensor([1]), torch.zeros((2, 0), dtype=torch.int64), torch.zeros((0, 3), dtype=torch.float64))
     torch.testing.assert_close(lone, model.mlp(model.density_in.bias + model.element.weight[1]).reshape(1))
 
 
-def test_invariant_under_rotation_and_permutation_and_smooth_at_the_cutoff():
-    model = term(1)
+@pytest.mark.parametrize("log_densities", [False, True])
+def test_invariant_under_rotation_and_permutation_and_smooth_at_the_cutoff(log_densities):
+    model = term(1, log_densities)
     atoms = alloy(1)
     species, edge_index, vec = graph_of(atoms)
     total = model(species, edge_index, vec).sum()
@@ -88,9 +99,12 @@ def test_invariant_under_rotation_and_permutation_and_smooth_at_the_cutoff():
         lone = float(model(torch.tensor([0, 1]), torch.zeros((2, 0), dtype=torch.int64),
                            torch.zeros((0, 3), dtype=torch.float64)).sum())
     assert e_far == pytest.approx(lone, abs=1e-12) and f_far == 0.0
+    # C²: the energy leaves its isolated value as h³ and the force as h². Near σ = 0, ln(1 + σ/ε) is
+    # σ/ε: the logarithmic densities multiply the constant by up to 1/(ε ln(1/ε)) ≈ 10³, not the order.
+    bound = 50.0 * (1e3 if log_densities else 1.0)
     for h in (1e-2, 1e-3):
         e, f = dimer(CUTOFF - h)
-        assert abs(e - lone) < 50 * h**3 and abs(f) < 50 * h**2, (h, e - lone, f)
+        assert abs(e - lone) < bound * h**3 and abs(f) < bound * h**2, (h, e - lone, f)
 
 
 @pytest.mark.parametrize("bad", [dict(num_radial=0), dict(num_densities=0), dict(avg_neighbors=0.0)])

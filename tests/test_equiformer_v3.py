@@ -230,3 +230,46 @@ def test_ablation_switches_change_the_model():
             energies[act, norm] = atoms.get_potential_energy()
     assert len({round(e, 12) for e in energies.values()}) == 4
     assert all(math.isfinite(e) for e in energies.values())
+
+
+def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_term():
+    """With ``attention_cutoff`` r_a < r_c, the energy is exactly that of the same weights without the
+    term on the graph to r_a, plus the embedded-atom term on the graph to r_c; ``attention_cutoff = r_c``
+    is the plain model; a radius above r_c, or one without the term (its far edges would reach
+    nothing), is refused with a message naming it."""
+    from ase.build import bulk
+
+    from mlip.embedded_atom import EmbeddedAtomEnergy
+
+    kwargs = dict(species=["Cu", "Au"], lmax=2, mmax=1, channels=8, num_layers=1, num_heads=2, num_radial=6,
+                  embedded_atom=True, seed=5)
+    plain = create_model("equiformer_v3", cutoff=4.5, **kwargs).double()
+    same = create_model("equiformer_v3", cutoff=4.5, attention_cutoff=4.5, **kwargs).double()
+    reach = create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **kwargs).double()
+    assert reach.model.attention_cutoff == 3.5 and reach.model.envelope.cutoff == 3.5
+    short = create_model("equiformer_v3", cutoff=3.5, **{**kwargs, "embedded_atom": False}).double()
+    own = {k: v for k, v in reach.model.state_dict().items() if not k.startswith("embedded_atom.")}
+    short.model.load_state_dict(own)
+    term = EmbeddedAtomEnergy(2, 4.5).double()
+    term.load_state_dict(reach.model.embedded_atom.state_dict())
+
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    atoms.symbols[[1, 3]] = "Au"
+    atoms.rattle(0.1, seed=3)
+
+    def per_atom(model, cutoff):
+        g = mlip.batch_atoms([atoms], cutoff, dtype=DTYPE)
+        vec = mlip.edge_vectors(g.positions, g.cell, g.batch, g.edge_index, g.shifts)
+        species = torch.as_tensor((atoms.numbers == 79).astype(np.int64))
+        with torch.no_grad():
+            if isinstance(model, EmbeddedAtomEnergy):
+                return model(species, g.edge_index, vec)
+            return model(species, g.edge_index, vec, g.batch, 1)
+
+    torch.testing.assert_close(per_atom(reach.model, 4.5), per_atom(short.model, 3.5) + per_atom(term, 4.5),
+                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(per_atom(same.model, 4.5), per_atom(plain.model, 4.5), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="attention_cutoff"):
+        create_model("equiformer_v3", cutoff=4.5, attention_cutoff=5.0, **kwargs)
+    with pytest.raises(ValueError, match="embedded_atom"):
+        create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **{**kwargs, "embedded_atom": False})

@@ -56,11 +56,13 @@ def test_scan_is_smooth(potential64):
     assert_smooth_scan(potential64, potential64.cutoff)
 
 
-def test_scan_through_the_attention_cutoff_is_smooth():
-    """A Platonic model whose density sums reach further than its attention (``attention_cutoff`` <
-    ``cutoff``) drops the edges beyond ``attention_cutoff`` from attention: E, F and σ stay smooth as a
-    neighbour crosses it, and the neighbour still counts between the two radii (through the density)."""
-    potential = build_potential("platonic-density-reach")
+@pytest.mark.parametrize("arch", ["platonic-density-reach", "equiformer-v3-gate-sepnorm"])
+def test_scan_through_the_attention_cutoff_is_smooth(arch):
+    """A model whose density sums or embedded-atom term reach further than its attention
+    (``attention_cutoff`` < ``cutoff``) drops the edges beyond ``attention_cutoff`` from attention: E, F
+    and σ stay smooth as a neighbour crosses it, and the neighbour still counts between the two radii
+    (through the density sums or the term)."""
+    potential = build_potential(arch)
     rc, ra = potential.cutoff, potential.model.attention_cutoff
     assert ra < rc
     assert_smooth_scan(potential, ra)

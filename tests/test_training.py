@@ -388,10 +388,11 @@ def test_init_embedded_atom_from_starts_at_the_fitted_terms_energies(tmp_path, s
     """init_embedded_atom_from: a transformer with embedded_atom: true starts with exactly the energies,
     forces and stress (float64, to round-off) of the embedded_atom checkpoint it is given (its term, scale
     and references copied, its final readout zeroed); with a learning rate, that readout then trains."""
-    term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0)
+    log = arch == "equiformer_v3"  # one transformer takes the term with logarithmic densities, one without
+    term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0, log_densities=log)
     first = train(config(tmp_path, "term", epochs=1, model=term, reference_energies="isolated_atoms"),
                   samples[:16] + [isolated("Cu"), isolated("Au")], samples[32:], progress=False)
-    model = dict(GROW_MODELS[arch], embedded_atom=True)
+    model = dict(GROW_MODELS[arch], embedded_atom=True, embedded_atom_log_densities=log)
     start = train(config(tmp_path, "start", epochs=1, model=model, init_embedded_atom_from=str(first.last),
                          optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:8], samples[32:], progress=False)
     a, b = mlip.load_potential(first.last), mlip.load_potential(start.last)
@@ -434,6 +435,15 @@ def test_init_embedded_atom_from_refuses_what_does_not_fit(tmp_path, samples):
                   samples[32:], progress=False)
     with pytest.raises(ValueError, match="hyperparameters differ"):
         train(config(tmp_path, "bad", epochs=1, model=with_term, init_embedded_atom_from=str(other.last)),
+              samples[:8], samples[32:], progress=False)
+    # a term without logarithmic densities into a model whose term has them, and the other way round
+    with pytest.raises(ValueError, match="hyperparameters differ"):
+        train(config(tmp_path, "bad", epochs=1, model=dict(with_term, embedded_atom_log_densities=True),
+                     init_embedded_atom_from=str(first.last)), samples[:8], samples[32:], progress=False)
+    logged = train(config(tmp_path, "logged", epochs=1, model=dict(term, log_densities=True)), samples[:8],
+                   samples[32:], progress=False)
+    with pytest.raises(ValueError, match="hyperparameters differ"):
+        train(config(tmp_path, "bad", epochs=1, model=with_term, init_embedded_atom_from=str(logged.last)),
               samples[:8], samples[32:], progress=False)
     with pytest.raises(ValueError, match="exclude each other"):
         config(tmp_path, "both", model=with_term, init_from=str(first.last), init_embedded_atom_from=str(first.last))

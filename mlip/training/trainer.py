@@ -245,9 +245,12 @@ def _load_embedded_atom(potential, source: str) -> None:
     from mlip.models import default_hyperparameters
 
     defaults = default_hyperparameters("embedded_atom")
-    if dict(start.hyperparameters) != defaults:
+    wanted = {**defaults, "log_densities": bool(term.log_densities)}
+    theirs = {**defaults, **dict(start.hyperparameters)}  # what the loader built it with
+    if theirs != wanted:
         raise ValueError(f"{where}: its term's hyperparameters differ from the term inside the model "
-                         f"({dict(start.hyperparameters)} vs {defaults}); train it with the embedded_atom defaults")
+                         f"({theirs} vs {wanted}); train it with the embedded_atom defaults and "
+                         "log_densities equal to the model's embedded_atom_log_densities")
     with torch.no_grad():
         term.load_state_dict(start.model.embedded_atom.state_dict())
         potential.scale.copy_(start.scale)

@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
 from mlip.embedded_atom import EmbeddedAtomEnergy
 from mlip.radial import GaussianBasis, PolynomialEnvelope
 from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
@@ -74,6 +75,13 @@ class EquiformerV3(nn.Module):
         softmax_eps: ε in the smooth-cutoff softmax denominator.
         embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
             of element-resolved neighbour densities) to each atom's energy (off in the paper).
+        embedded_atom_log_densities: the term also sees its logarithmic positive densities
+            (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
+        attention_cutoff: radius (Å) of the edge-degree embedding and attention, at most ``cutoff``;
+            ``None`` means ``cutoff``. With ``embedded_atom`` on, a smaller value lets the cheap term
+            reach further than the SO(2) convolutions, whose cost is per edge: the neighbour graph and
+            the term extend to ``cutoff``, attention uses only the edges shorter than
+            ``attention_cutoff`` (its envelope and radial basis end there, so the energy stays smooth).
     """
 
     def __init__(
@@ -98,8 +106,16 @@ class EquiformerV3(nn.Module):
         envelope_exponent: int = 5,
         softmax_eps: float = 1e-16,
         embedded_atom: bool = False,
+        embedded_atom_log_densities: bool = False,
+        attention_cutoff: Optional[float] = None,
     ):
         super().__init__()
+        if embedded_atom_log_densities and not embedded_atom:
+            raise ValueError("embedded_atom_log_densities needs embedded_atom: true")
+        attention_cutoff = resolve_attention_cutoff(attention_cutoff, float(cutoff), embedded_atom, "embedded_atom=True")
+        #: radius of attention (Å); edges between it and ``cutoff`` feed only the embedded-atom term
+        self.cutoff = float(cutoff)
+        self.attention_cutoff = self.cutoff if attention_cutoff is None else attention_cutoff
         if not 0 <= mmax <= lmax:
             raise ValueError(f"need 0 <= mmax <= lmax, got lmax={lmax}, mmax={mmax}")
         for name, value in dict(channels=channels, num_layers=num_layers, num_heads=num_heads,
@@ -117,8 +133,9 @@ class EquiformerV3(nn.Module):
         self.lmax, self.mmax, self.channels = int(lmax), int(mmax), int(channels)
         self.num_coefficients = num_coefficients(lmax)
 
-        self.envelope = PolynomialEnvelope(cutoff, envelope_exponent)
-        self.rbf = GaussianBasis(cutoff, num_radial, width=2.0 * cutoff / max(num_radial - 1, 1))
+        reach = self.attention_cutoff
+        self.envelope = PolynomialEnvelope(reach, envelope_exponent)
+        self.rbf = GaussianBasis(reach, num_radial, width=2.0 * reach / max(num_radial - 1, 1))
         self.register_buffer("m_order", m_primary_order(lmax, mmax), persistent=False)
         self.embedding = nn.Embedding(num_embeddings, channels)
         self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_channels, num_radial, num_embeddings, avg_degree)
@@ -136,7 +153,8 @@ class EquiformerV3(nn.Module):
         self.energy_head = nn.Sequential(
             nn.Linear(channels, ffn_hidden_channels), nn.SiLU(), nn.Linear(ffn_hidden_channels, 1)
         )
-        self.embedded_atom = EmbeddedAtomEnergy(num_species, cutoff) if embedded_atom else None
+        self.embedded_atom = (EmbeddedAtomEnergy(num_species, cutoff, log_densities=embedded_atom_log_densities)
+                              if embedded_atom else None)
 
     def final_readout(self) -> nn.Module:
         """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it
@@ -161,6 +179,10 @@ class EquiformerV3(nn.Module):
         edge_vectors [E, 3] (r_j − r_i + shift) → per-atom energies [N]."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
+        # the term over every edge of the graph (to `cutoff`), before attention_cutoff filters them
+        e_atom = self.embedded_atom(species, edge_index, edge_vectors) if self.embedded_atom is not None else None
+        if self.attention_cutoff < self.cutoff:
+            edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         rbf, envelope, wigner = self.edge_features(edge_vectors)
         x = edge_vectors.new_zeros((n, self.num_coefficients, self.channels))
         x = torch.cat([self.embedding(species).to(dtype)[:, None, :], x[:, 1:, :]], dim=1)
@@ -168,6 +190,6 @@ class EquiformerV3(nn.Module):
         for block in self.blocks:
             x = block(x, edge_index, species, rbf, envelope, wigner)
         energies = self.energy_head(self.norm_out(x)[:, 0, :]).squeeze(-1)
-        if self.embedded_atom is not None:
-            energies = energies + self.embedded_atom(species, edge_index, edge_vectors)
+        if e_atom is not None:
+            energies = energies + e_atom
         return energies

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
 from mlip.embedded_atom import EmbeddedAtomEnergy
 from mlip.radial import BesselBasis, PolynomialEnvelope, safe_length
 
@@ -65,6 +66,8 @@ class PlatonicTransformer(nn.Module):
         embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
             of element-resolved neighbour densities, over every edge to ``cutoff``) to each atom's
             energy; exactly invariant under every rotation, so it leaves less for the frames to learn.
+        embedded_atom_log_densities: the term also sees its logarithmic positive densities
+            (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
     """
 
     def __init__(
@@ -88,21 +91,16 @@ class PlatonicTransformer(nn.Module):
         attention_cutoff: float | None = None,
         orientation: str = "generic",
         embedded_atom: bool = False,
+        embedded_atom_log_densities: bool = False,
     ):
         super().__init__()
+        if embedded_atom_log_densities and not embedded_atom:
+            raise ValueError("embedded_atom_log_densities needs embedded_atom: true")
         if orientation not in ORIENTATIONS:
             raise ValueError(f"unknown orientation {orientation!r}; accepted: {', '.join(ORIENTATIONS)}")
         self.orientation = orientation
         cutoff = float(cutoff)
-        if attention_cutoff is not None:
-            attention_cutoff = float(attention_cutoff)
-            if not 0.0 < attention_cutoff <= cutoff:
-                raise ValueError(f"attention_cutoff must lie in (0, cutoff = {cutoff}], got {attention_cutoff}")
-            if attention_cutoff == cutoff:
-                attention_cutoff = None
-        if attention_cutoff is not None and not density:
-            raise ValueError("attention_cutoff < cutoff is useful only with density=True: the edges beyond "
-                             "attention_cutoff would reach nothing")
+        attention_cutoff = resolve_attention_cutoff(attention_cutoff, cutoff, density, "density=True")
         #: radius of attention (Å); edges between it and ``cutoff`` feed only the density embedding
         self.attention_cutoff = cutoff if attention_cutoff is None else attention_cutoff
         g = get_group(group)
@@ -128,7 +126,8 @@ class PlatonicTransformer(nn.Module):
             )
             for _ in range(num_layers)
         )
-        self.embedded_atom = EmbeddedAtomEnergy(num_species, cutoff) if embedded_atom else None
+        self.embedded_atom = (EmbeddedAtomEnergy(num_species, cutoff, log_densities=embedded_atom_log_densities)
+                              if embedded_atom else None)
         self.norm_out = nn.LayerNorm(channels)
         self.readout1 = GroupLinear(g, channels, channels)
         self.readout2 = GroupLinear(g, channels, 1)
@@ -185,9 +184,7 @@ class PlatonicTransformer(nn.Module):
             length = safe_length(sq)
             radial = self.density_radial(length) * self.density_envelope(length).unsqueeze(-1)
             x = x + self.density(species, edge_index, radial)
-            keep = torch.nonzero(sq < self.attention_cutoff**2).squeeze(1)
-            edge_index = edge_index.index_select(1, keep)
-            edge_vectors = edge_vectors.index_select(0, keep)
+            edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         # Self edges (i ← i) carry a constant zero vector: no gradient flows through |0|.
         loops = torch.arange(n, device=species.device)
         edges = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)

@@ -1,0 +1,33 @@
+"""A radius of attention shorter than the neighbour graph's cutoff, for the models whose cheap per-atom
+sums (neighbour densities, the embedded-atom term) reach further than their attention."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+
+def resolve_attention_cutoff(attention_cutoff: Optional[float], cutoff: float, far_edges_used: bool,
+                             needs: str) -> Optional[float]:
+    """The attention radius (Å) to filter edges by, or ``None`` when attention uses every edge
+    (``attention_cutoff`` ``None`` or equal to ``cutoff``). ValueError for a radius outside (0, cutoff],
+    or for a shorter one when nothing else uses the edges beyond it (``needs`` names the option that would)."""
+    if attention_cutoff is None:
+        return None
+    attention_cutoff = float(attention_cutoff)
+    if not 0.0 < attention_cutoff <= cutoff:
+        raise ValueError(f"attention_cutoff must lie in (0, cutoff = {cutoff}], got {attention_cutoff}")
+    if attention_cutoff == cutoff:
+        return None
+    if not far_edges_used:
+        raise ValueError(f"attention_cutoff < cutoff is useful only with {needs}: the edges beyond "
+                         "attention_cutoff would reach nothing")
+    return attention_cutoff
+
+
+def edges_within(edge_index: torch.Tensor, edge_vectors: torch.Tensor,
+                 radius: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The edges shorter than ``radius``: edge_index [2, E], edge_vectors [E, 3] → [2, E'], [E', 3]."""
+    keep = torch.nonzero((edge_vectors * edge_vectors).sum(-1) < radius**2).squeeze(1)
+    return edge_index.index_select(1, keep), edge_vectors.index_select(0, keep)
