@@ -93,17 +93,19 @@ class EmbeddedAtomEnergy(nn.Module):
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, no self edges), edge_vectors [E, 3] → ρ [N, D]."""
         length = safe_length((edge_vectors * edge_vectors).sum(-1))
-        basis = self.radial(length) * self.envelope(length).unsqueeze(-1)  # [E, R]
+        return self._densities(species, edge_index, length, self.envelope(length))
+
+    def _densities(self, species, edge_index, length, envelope) -> torch.Tensor:
+        """ρ [N, D] from the edge lengths [E] and their envelope φ [E]."""
+        basis = self.radial(length) * envelope.unsqueeze(-1)  # [E, R]
         sums = element_resolved_sums(species, edge_index, basis, self.num_species) / self.avg_neighbors  # [N, S·R]
         weights = self.density_weights.to(basis.dtype).index_select(0, species)  # [N, S·R, D]
         return torch.bmm(sums.unsqueeze(1), weights).squeeze(1)
 
-    def log_densities_of(self, species: torch.Tensor, edge_index: torch.Tensor,
-                         edge_vectors: torch.Tensor) -> torch.Tensor:
-        """species [N], edge_index [2, E], edge_vectors [E, 3] → u [N, D] (``log_densities`` only)."""
-        length = safe_length((edge_vectors * edge_vectors).sum(-1))
+    def _log_densities(self, species, edge_index, length, envelope) -> torch.Tensor:
+        """u [N, D] (``log_densities``) from the edge lengths [E] and their envelope φ [E]."""
         rates = self.log_rates.to(length.dtype)
-        g = torch.exp(-rates * (length.unsqueeze(-1) - self.LOG_CENTRE)) * self.envelope(length).unsqueeze(-1)
+        g = torch.exp(-rates * (length.unsqueeze(-1) - self.LOG_CENTRE)) * envelope.unsqueeze(-1)  # [E, K]
         sums = element_resolved_sums(species, edge_index, g, self.num_species) / self.avg_neighbors  # [N, S·K]
         weights = nn.functional.softplus(self.log_density_weights.to(g.dtype)).index_select(0, species)
         sigma = torch.bmm(sums.unsqueeze(1), weights).squeeze(1)  # [N, D], ≥ 0
@@ -111,10 +113,12 @@ class EmbeddedAtomEnergy(nn.Module):
 
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E], edge_vectors [E, 3] → per-atom energies [N]."""
-        rho = self.densities(species, edge_index, edge_vectors)
+        length = safe_length((edge_vectors * edge_vectors).sum(-1))
+        envelope = self.envelope(length)
+        rho = self._densities(species, edge_index, length, envelope)
         h = self.density_in(rho) + self.element(species).to(rho.dtype)
         if self.log_densities:
-            h = h + self.log_density_in(self.log_densities_of(species, edge_index, edge_vectors))
+            h = h + self.log_density_in(self._log_densities(species, edge_index, length, envelope))
         return self.mlp(h).squeeze(-1)
 
     def extra_repr(self) -> str:
