@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import EmbeddedAtomEnergy
+from mlip.embedded_atom import transformer_term
 from mlip.radial import GaussianBasis, PolynomialEnvelope
 from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
 
@@ -110,8 +110,6 @@ class EquiformerV3(nn.Module):
         attention_cutoff: Optional[float] = None,
     ):
         super().__init__()
-        if embedded_atom_log_densities and not embedded_atom:
-            raise ValueError("embedded_atom_log_densities needs embedded_atom: true")
         attention_cutoff = resolve_attention_cutoff(attention_cutoff, float(cutoff), embedded_atom, "embedded_atom=True")
         #: radius of attention (Å); edges between it and ``cutoff`` feed only the embedded-atom term
         self.cutoff = float(cutoff)
@@ -153,8 +151,7 @@ class EquiformerV3(nn.Module):
         self.energy_head = nn.Sequential(
             nn.Linear(channels, ffn_hidden_channels), nn.SiLU(), nn.Linear(ffn_hidden_channels, 1)
         )
-        self.embedded_atom = (EmbeddedAtomEnergy(num_species, cutoff, log_densities=embedded_atom_log_densities)
-                              if embedded_atom else None)
+        self.embedded_atom = transformer_term(num_species, cutoff, embedded_atom, embedded_atom_log_densities)
 
     def final_readout(self) -> nn.Module:
         """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import EmbeddedAtomEnergy
+from mlip.embedded_atom import transformer_term
 from mlip.radial import BesselBasis, PolynomialEnvelope, safe_length
 
 from .attention import FrameAttention
@@ -94,8 +94,6 @@ class PlatonicTransformer(nn.Module):
         embedded_atom_log_densities: bool = False,
     ):
         super().__init__()
-        if embedded_atom_log_densities and not embedded_atom:
-            raise ValueError("embedded_atom_log_densities needs embedded_atom: true")
         if orientation not in ORIENTATIONS:
             raise ValueError(f"unknown orientation {orientation!r}; accepted: {', '.join(ORIENTATIONS)}")
         self.orientation = orientation
@@ -126,8 +124,7 @@ class PlatonicTransformer(nn.Module):
             )
             for _ in range(num_layers)
         )
-        self.embedded_atom = (EmbeddedAtomEnergy(num_species, cutoff, log_densities=embedded_atom_log_densities)
-                              if embedded_atom else None)
+        self.embedded_atom = transformer_term(num_species, cutoff, embedded_atom, embedded_atom_log_densities)
         self.norm_out = nn.LayerNorm(channels)
         self.readout1 = GroupLinear(g, channels, channels)
         self.readout2 = GroupLinear(g, channels, 1)
