@@ -13,7 +13,10 @@ stage, in order; the card then lists every stage and the total training time. Me
   which checks that the shipped model still reproduces them);
 * speed: one MD step (energy, forces, stress; float32) on a 256-atom fcc Cu cell and a 500-atom
   Cu-Au solid solution, in atom·steps/s, with the number of CPU threads used;
-* training throughput (structures/s) from ``metrics.json``.
+* training throughput (structures/s) from ``metrics.json``;
+* for a transformer with an embedded-atom term: what its network adds to the term (the weights with
+  the final readout zeroed leave the term alone; mean absolute change of the test energies and
+  forces, and the term-alone errors).
 * with ``--discovery METRICS_JSON``: the scores of the miniature Matbench Discovery run
   (``examples/discovery_emt.py``; its ``metrics.json``), in the card and its JSON.
 
@@ -81,6 +84,37 @@ def rotation_spread(potential, samples, n_rotations: int = 8, seed: int = 0) -> 
             "energy_spread_meV_per_atom_max": 1e3 * float(np.max(spreads)),
             "forces_mae_meV_per_A": 1e3 * float(np.mean(force_errors)),
             "n_structures": len(samples), "n_rotations": n_rotations}
+
+
+def embedded_atom_share(weights: Path, samples) -> dict | None:
+    """What the network adds to its embedded-atom term (float64), for a model with ``embedded_atom``:
+    the same weights with the final readout zeroed (``model.final_readout()``, the layer that
+    ``init_embedded_atom_from`` zeroes) leave the term alone, as trained inside the model. Returns the
+    mean absolute change of the energy (meV/atom) and of the force components (meV/Å) over ``samples``,
+    and the term-alone errors on them; ``None`` for a model without the term."""
+    from mlip.calculators import MLIPCalculator
+    from mlip.checkpoint import load_potential
+    from mlip.training.samples import atoms_of
+
+    full = load_potential(weights)
+    if getattr(full.model, "embedded_atom", None) is None or not hasattr(full.model, "final_readout"):
+        return None  # no term, or nothing but the term (the embedded_atom architecture)
+    term = load_potential(weights)
+    with torch.no_grad():
+        for param in term.model.final_readout().parameters():
+            param.zero_()
+    calcs = [MLIPCalculator(p, dtype="float64", device="cpu") for p in (full, term)]
+    de, df = [], []
+    for sample in samples:
+        atoms = atoms_of(sample).copy()
+        (e_full, f_full), (e_term, f_term) = [
+            (c.get_potential_energy(atoms), c.get_forces(atoms)) for c in calcs]
+        de.append(abs(e_full - e_term) / len(atoms))
+        df.append(np.abs(f_full - f_term).mean())
+    return {"network_energy_meV_per_atom_mean_abs": 1e3 * float(np.mean(de)),
+            "network_forces_meV_per_A_mean_abs": 1e3 * float(np.mean(df)),
+            "term_alone": {key: value for key, value in errors(term, samples).items() if key in KEYS.values()},
+            "n_structures": len(samples)}
 
 
 def md_step_speed(potential, atoms, repeats: int = 10) -> float:
@@ -181,6 +215,20 @@ def write_card(path: Path, data: dict) -> None:
         f"meV/atom on average (largest {data['rotation']['energy_spread_meV_per_atom_max']:.3g}), forces rotated back differ by "
         f"{data['rotation']['forces_mae_meV_per_A']:.3g} meV/Å (MAE).",
         "",
+    ]
+    if data.get("embedded_atom_share"):
+        share = data["embedded_atom_share"]
+        term = share["term_alone"]
+        lines += [
+            f"Embedded-atom term (float64, the {share['n_structures']} test structures): with the network's final "
+            "readout zeroed, so that only the term remains as trained inside this model, the energy changes by "
+            f"{share['network_energy_meV_per_atom_mean_abs']:.3g} meV/atom and the force components by "
+            f"{share['network_forces_meV_per_A_mean_abs']:.3g} meV/Å on average (mean absolute change), and the "
+            f"term alone errs by {fmt(term[KEYS['energy']])} meV/atom, {fmt(term[KEYS['forces']])} meV/Å and "
+            f"{fmt(term[KEYS['stress']])} meV/Å³ (MAE).",
+            "",
+        ]
+    lines += [
         f"Card sample (checked by the test suite: `generate_emt_dataset({s['n']}, seed={s['seed']})`): energy MAE "
         f"{s['metrics'][KEYS['energy']]:.4f} meV/atom, force MAE {s['metrics'][KEYS['forces']]:.4f} meV/Å, stress MAE "
         f"{s['metrics'][KEYS['stress']]:.4f} meV/Å³.",
@@ -341,6 +389,7 @@ def main(argv=None) -> int:
     sample_metrics = errors(potential, card_sample(args.sample_n, args.sample_seed))
 
     rotations = rotation_spread(potential, test[:: max(1, len(test) // 25)][:25])
+    share = embedded_atom_share(weights, test)
     speed = {label: md_step_speed(potential, atoms) for label, atoms in speed_structures().items()}
     cfg = meta["training"]["config"]
     best_epoch = int(meta.get("epoch", len(history)))
@@ -371,6 +420,7 @@ def main(argv=None) -> int:
         "test_command": args.test_command,
         "test": {"n_structures": len(test), "metrics": test_metrics, "by_config_type": kinds},
         "rotation": rotations,
+        "embedded_atom_share": share,
         "card_sample": {"n": args.sample_n, "seed": args.sample_seed, "metrics": sample_metrics},
         "speed": {"md_atom_steps_per_s": speed, "threads": torch.get_num_threads(),
                   "cpu": platform.processor() or platform.machine()},

@@ -411,6 +411,27 @@ def test_init_embedded_atom_from_starts_at_the_fitted_terms_energies(tmp_path, s
     assert any(p.abs().max() > 0 for p in readout.parameters())
 
 
+def test_freeze_embedded_atom_trains_the_network_and_leaves_the_term(tmp_path, samples):
+    """freeze_embedded_atom: after a run with a learning rate, every parameter of the term is bitwise
+    the fitted one (init_embedded_atom_from) and the network has moved; refused without a network
+    beside a term."""
+    term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0, log_densities=True)
+    first = train(config(tmp_path, "term", epochs=1, model=term), samples[:8], samples[32:], progress=False)
+    model = dict(GROW_MODELS["platonic"], embedded_atom=True, embedded_atom_log_densities=True)
+    run = train(config(tmp_path, "frozen", epochs=1, model=model, init_embedded_atom_from=str(first.last),
+                       freeze_embedded_atom=True, optimizer=dict(lr=5e-3, ema_decay=0.0)),
+                samples[:16], samples[32:], progress=False)
+    fitted, trained = mlip.load_potential(first.last), mlip.load_potential(run.last)
+    fitted_term = fitted.model.embedded_atom.state_dict()
+    for name, value in trained.model.embedded_atom.state_dict().items():
+        assert torch.equal(value, fitted_term[name]), name
+    assert any(p.abs().max() > 0 for p in trained.model.final_readout().parameters())
+    for bad, message in ((GROW_MODELS["platonic"], "no embedded-atom term"), (term, "no embedded-atom term")):
+        with pytest.raises(ValueError, match=message):
+            train(config(tmp_path, "bad", epochs=1, model=bad, freeze_embedded_atom=True), samples[:8],
+                  samples[32:], progress=False)
+
+
 def test_init_embedded_atom_from_refuses_what_does_not_fit(tmp_path, samples):
     term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0)
     first = train(config(tmp_path, "term", epochs=1, model=term), samples[:8], samples[32:], progress=False)

@@ -90,6 +90,10 @@ class TrainConfig:
     #: final readout layer is zeroed, so training starts from exactly the fitted term's energies and
     #: trains the rest of the model on top of it. Not together with ``init_from``
     init_embedded_atom_from: Optional[str] = None
+    #: keep the model's embedded-atom term (``embedded_atom: true``) fixed and train the rest: with
+    #: ``init_embedded_atom_from`` the network then has to learn what the fitted term misses, which a
+    #: trainable term, moving faster than a readout started at zero grows, would otherwise absorb
+    freeze_embedded_atom: bool = False
     #: per-element reference energies: ``"least_squares"`` (fitted on the training set; with
     #: ``init_from`` or ``init_embedded_atom_from``, the checkpoint's are kept, isolated-atom ones included) or ``"isolated_atoms"``: the energies of the
     #: isolated-atom structures (one atom, no neighbour within the cutoff) of the training data, both

@@ -321,9 +321,19 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     device = dist.device  # config.device, or this process's own GPU under torchrun
     potential = potential.to(device=device, dtype=dtype)
 
+    if config.freeze_embedded_atom:
+        term = getattr(potential.model, "embedded_atom", None)
+        if not isinstance(term, torch.nn.Module) or potential.architecture == "embedded_atom":
+            raise ValueError("freeze_embedded_atom: the model has no embedded-atom term beside a network to train "
+                             "(a transformer with embedded_atom: true)")
+        for p in term.parameters():
+            p.requires_grad_(False)
+
     oc = config.optimizer
     decay, no_decay = [], []
     for pname, p in potential.named_parameters():
+        if not p.requires_grad:
+            continue  # frozen (freeze_embedded_atom)
         (no_decay if p.ndim < 2 or "embedding" in pname else decay).append(p)
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": oc.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=oc.lr, betas=tuple(oc.betas))
