@@ -4,7 +4,7 @@ Trained weights live in ``mlip/models/pretrained/<name>.safetensors``, each with
 ``<name>.md`` and the measured numbers behind it ``<name>.json``:
 
 * ``equiformer_v3-emt``: EquiformerV3 trained on the EMT reference data (the default: exactly
-  rotation invariant and the more accurate of the two);
+  rotation invariant and the more accurate of the two transformers);
 * ``platonic-emt``: the Platonic Transformer trained on the same data (about 3× faster per MD step,
   invariant only to its tetrahedral group: its energy changes under other rotations);
 * ``embedded-atom-emt``: no transformer, only the embedded-atom term (``embedded_atom``
