@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 from pathlib import Path
+
+
+def kinds_of(atoms) -> list:
+    """The test groups a structure counts in: its ``config_type``, and ``dimer (cluster)`` for a dimer."""
+    kind = atoms.info.get("config_type", "?")
+    return [kind, "dimer (cluster)"] if atoms.info.get("prototype") == "dimer" else [kind]
 
 
 def main() -> None:
@@ -42,7 +47,7 @@ def main() -> None:
 
     import mlip
     from mlip.training import TrainConfig, train
-    from mlip.training.evaluation import evaluate
+    from mlip.training.evaluation import evaluate_groups
     from mlip.yaml_io import read_yaml
 
     # The settings of the shipped recipe's first stage, with this script's overrides.
@@ -60,14 +65,9 @@ def main() -> None:
     result = train(config)
     potential = mlip.load_potential(result.best)
     test = ase.io.read(args.test, ":")
-    metrics = evaluate(potential, test, dtype="float64")
-    kinds = defaultdict(list)
-    for atoms in test:
-        kinds[atoms.info.get("config_type", "?")].append(atoms)
-        if atoms.info.get("prototype") == "dimer":
-            kinds["dimer (cluster)"].append(atoms)
-    by_kind = {kind: {"n": len(frames), "energy_mae_meV_per_atom": evaluate(potential, frames, dtype="float64")[
-        "energy_mae_meV_per_atom"]} for kind, frames in sorted(kinds.items())}
+    metrics, groups = evaluate_groups(potential, test, kinds_of, dtype="float64")
+    by_kind = {kind: {"n": n, "energy_mae_meV_per_atom": m["energy_mae_meV_per_atom"]}
+               for kind, (n, m) in groups.items()}
     last = result.history[-1]
     cutoff = float(settings["model"]["cutoff"])
     summary = {"cutoff": cutoff, "log_densities": log_densities, "parameters": potential.num_parameters(),

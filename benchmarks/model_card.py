@@ -354,6 +354,7 @@ def main(argv=None) -> int:
     import mlip
     from mlip.checkpoint import load_potential, save_potential
     from mlip.data import read_dataset
+    from mlip.training.evaluation import evaluate_groups
     from mlip.workflows.json_io import write_json
 
     run = Path(args.run_dir)
@@ -378,14 +379,10 @@ def main(argv=None) -> int:
     history = json.loads((run / "metrics.json").read_text())
 
     test = list(read_dataset(args.test))
-    by_kind = defaultdict(list)
-    for s in test:
-        by_kind[s.atoms.info.get("config_type", "?")].append(s)
-    test_metrics = errors(potential, test)
-    kinds = {}
-    for kind, group in by_kind.items():
-        m = errors(potential, group)
-        kinds[kind] = {"n": len(group), KEYS["energy"]: m[KEYS["energy"]], KEYS["forces"]: m[KEYS["forces"]]}
+    test_metrics, groups = evaluate_groups(potential, test, lambda s: s.atoms.info.get("config_type", "?"),
+                                           batch_size=16, dtype="float64")
+    kinds = {kind: {"n": n, KEYS["energy"]: m[KEYS["energy"]], KEYS["forces"]: m[KEYS["forces"]]}
+             for kind, (n, m) in groups.items()}
     sample_metrics = errors(potential, card_sample(args.sample_n, args.sample_seed))
 
     rotations = rotation_spread(potential, test[:: max(1, len(test) // 25)][:25])

@@ -274,6 +274,39 @@ def test_mlip_eval_reports_errors_and_a_parity_plot(tmp_path, samples, capsys):
     capsys.readouterr()
 
 
+def test_evaluate_groups_equals_evaluating_each_group_on_its_own(samples):
+    """evaluate_groups: one prediction pass gives, for all structures and for each group (a structure
+    may count in two), exactly the metrics evaluate gives on that set alone (float64)."""
+    from mlip.training.evaluation import evaluate, evaluate_groups
+
+    potential = mlip.create_model("platonic", ["Cu", "Au"], 4.0, seed=0, channels=4, num_layers=1, num_heads=1,
+                                  head_dim=2)
+    test = samples[:7]
+    test[2] = test[2].copy()  # without a stress label: it counts for energies and forces only
+    test[2].calc = SinglePointCalculator(test[2], energy=samples[2].get_potential_energy(),
+                                         forces=samples[2].get_forces())
+
+    def group_of(atoms):
+        gold = "gold-rich" if (atoms.numbers == 79).mean() > 0.25 else "copper-rich"
+        return [gold, "first three"] if atoms is test[0] or atoms is test[1] or atoms is test[2] else gold
+
+    overall, groups = evaluate_groups(potential, test, group_of, batch_size=3, dtype="float64")
+    assert overall == pytest.approx(evaluate(potential, test, dtype="float64"), rel=1e-12)
+    members = {}
+    for atoms in test:
+        names = group_of(atoms)
+        for name in [names] if isinstance(names, str) else names:
+            members.setdefault(name, []).append(atoms)
+    assert list(groups) == sorted(members) and "first three" in groups and len(groups) >= 2
+    for name, frames in members.items():
+        n, metrics = groups[name]
+        assert n == len(frames)
+        expected = evaluate(potential, frames, dtype="float64")
+        assert set(metrics) == set(expected)
+        for key, value in expected.items():
+            assert metrics[key] == pytest.approx(value, rel=1e-12, nan_ok=True), (name, key)
+
+
 def test_batches_mixing_crystals_and_clusters_train_with_finite_gradients(tmp_path, samples):
     """A cluster has no stress (NaN); training a stress loss on a batch that holds one must not turn
     the gradients into NaN."""

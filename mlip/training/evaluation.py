@@ -4,7 +4,8 @@ errors per element, and a parity plot."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Optional, Sequence
+from collections import defaultdict
+from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -24,6 +25,14 @@ def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "fl
     same pass). Returns ``{"energy": (pred, ref) per atom [n_structures] (eV/atom),
     "forces": (pred, ref, Z) [n_atoms·3] (eV/Å), "stress": (pred, ref) [6·n_with_stress] (eV/Å³)}``.
     """
+    return flatten_predictions(*structure_predictions(model, samples, batch_size, dtype, device, on_batch))
+
+
+def structure_predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "float32", device="cpu",
+                          on_batch: Optional[Callable] = None) -> Tuple[list, list, list, list]:
+    """What :func:`predictions` flattens, structure by structure: ``(samples, energies, forces,
+    stresses)`` with the total energy (eV), forces [n_atoms, 3] and Voigt stress [6] (NaN where the
+    structure has none) of each sample."""
     import mlip
 
     all_samples, all_energies, all_forces, all_stresses = [], [], [], []
@@ -54,7 +63,7 @@ def predictions(model, samples: Sequence, batch_size: int = 16, dtype: str = "fl
         all_energies.extend(float(e) for e in energies)
         all_forces.extend(forces)
         all_stresses.extend(stresses)
-    return flatten_predictions(all_samples, all_energies, all_forces, all_stresses)
+    return all_samples, all_energies, all_forces, all_stresses
 
 
 def flatten_predictions(samples: Sequence, energies, forces, stresses) -> Dict:
@@ -105,6 +114,30 @@ def evaluate(model, samples: Sequence, batch_size: int = 16, dtype: str = "float
              on_batch: Optional[Callable] = None) -> Dict[str, float]:
     """:func:`error_metrics` of :func:`predictions` (the trainer's validation metrics)."""
     return error_metrics(predictions(model, list(samples), batch_size, dtype, device, on_batch))
+
+
+def evaluate_groups(model, samples: Sequence, group_of: Callable[[object], Union[str, Iterable[str]]],
+                    batch_size: int = 16, dtype: str = "float32",
+                    device="cpu") -> Tuple[Dict[str, float], Dict[str, Tuple[int, Dict[str, float]]]]:
+    """:func:`evaluate` on all ``samples`` and on groups of them, from one prediction pass.
+
+    ``group_of(sample)`` names the group of a sample, or several (a sample may count in more than one,
+    e.g. ``cluster`` and ``dimer``). Returns the metrics of all samples and ``{group: (n_structures,
+    metrics)}``, groups in sorted order.
+    """
+    samples = list(samples)
+    per_structure = structure_predictions(model, samples, batch_size, dtype, device)
+    members = defaultdict(list)
+    for k, sample in enumerate(samples):
+        names = group_of(sample)
+        for name in ([names] if isinstance(names, str) else names):
+            members[name].append(k)
+
+    def metrics_of(indices):
+        return error_metrics(flatten_predictions(*([column[k] for k in indices] for column in per_structure)))
+
+    return (error_metrics(flatten_predictions(*per_structure)),
+            {name: (len(members[name]), metrics_of(members[name])) for name in sorted(members)})
 
 
 def parity_plot(preds: Dict, path, title: Optional[str] = None) -> None:
