@@ -4,9 +4,9 @@
 
 Each size is the earlier recipe's stage-1 config (``examples/train_platonic_emt.yaml``) with its model
 overridden; a step is what ``mlip train`` does per batch (forward, forces, stress with the graph
-kept, backward, AdamW), timed by :func:`ablations.seconds_per_step` on the first batches of the
-training file. The sizes are timed in alternating rounds and each row prints the median over
-rounds and its ratio to that config's size, both from the same run.
+kept, backward, AdamW), timed by :func:`ablations.seconds_per_step` (one warm-up step) on the
+structures of the training file's first batches. The sizes are timed in alternating rounds and
+each row prints the median over rounds and its ratio to that config's size, both from the same run.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     times = {label: [] for label in SIZES}
     for _ in range(args.rounds):
         for label, cfg in configs.items():
-            times[label].append(seconds_per_step(cfg, samples, args.steps))
+            times[label].append(seconds_per_step(cfg, samples, args.steps, n_warmup=1))
     reference = float(np.median(times[next(iter(SIZES))]))
     print(f"{torch.get_num_threads()} thread(s), batch {base['batch_size']}, {args.steps} steps x {args.rounds} rounds")
     print(f"{'size':<42}{'parameters':>12}{'s/step':>9}{'ratio':>8}")
