@@ -206,6 +206,15 @@ def main(argv=None):
               "minutes": args.minutes, "threads_here": torch.get_num_threads(), "torch": torch.__version__,
               "mlip": mlip.__version__, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS"), "models": []}
 
+    # Every --ours must load before an hour of MACE training, not after it.
+    for spec in args.ours:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mlip.load_calculator(spec, device="cpu", dtype="float64")
+        except Exception as err:
+            raise SystemExit(f"--ours {spec}: cannot be loaded ({err})") from None
+
     # --- MACE: train within the budget, predict the test set (float64), time MD steps (float32)
     if args.mace_model:
         model_path = Path(args.mace_model).resolve()

@@ -3,7 +3,8 @@
 The shipped-models table is written by hand each time a model is re-trained; its parameter counts and
 test errors must be those of the model cards (``models/pretrained/NAME.json``, written by
 ``benchmarks/model_card.py``). The ablation table (an issue requirement) must list every variant that
-``benchmarks/ablations.py`` defines, with the numbers of the recorded run in ``benchmarks/results/``.
+``benchmarks/ablations.py`` defines, with the numbers of the recorded run in ``benchmarks/results/``;
+so must the table against MACE (``benchmarks/mace_baseline.py``'s recorded run).
 """
 
 from __future__ import annotations
@@ -89,3 +90,49 @@ def test_readme_discovery_scores_match_the_model_card(card_path):
     metrics = card["mini_discovery"]["metrics"]
     assert abs(float(found.group(1)) - metrics["F1"]) <= 0.0005 + 1e-9, (found.group(0), metrics["F1"])
     assert abs(float(found.group(2)) - 1000 * metrics["MAE"]) <= 0.05 + 1e-9, (found.group(0), metrics["MAE"])
+
+
+MACE_RUN = ROOT / "benchmarks" / "results" / "mace-baseline-2026-12-02.json"
+#: the README's MACE-table row → that model's entry ("model") in the recorded run
+MACE_ROWS = {
+    "MACE": "MACE",
+    "Platonic, stage-1 settings": "ablations60-compat/platonic-T-softmax.safetensors",
+    "EquiformerV3, stage-1 settings": "ablations60-compat/eqv3-swiglu-merged.safetensors",
+    "EquiformerV3, gate activation": "ablations60-compat/eqv3-gate-merged.safetensors",
+    "`platonic-emt` (shipped)": "platonic-emt",
+    "`equiformer_v3-emt` (shipped)": "equiformer_v3-emt",
+    "`embedded-atom-emt` (shipped)": "embedded-atom-emt",
+}
+
+
+def _close(shown: str, exact: float) -> bool:
+    """``shown`` is ``exact`` rounded to the digits it shows (half a unit of its last digit)."""
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown) - exact) <= 0.5 * 10.0 ** -decimals + 1e-9
+
+
+def test_readme_mace_table_matches_the_recorded_run():
+    """The README's "Against MACE" table quotes ``benchmarks/mace_baseline.py``'s recorded run: parameters,
+    the three test MAEs, ms per MD step at 256 and 500 atoms, and the range of the two costs vs MACE."""
+    run = {m["model"]: m for m in json.loads(MACE_RUN.read_text())["models"]}
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("**Against MACE**"):]
+    table = table[table.index("\n|"):table.index("\n\n", table.index("\n|"))]
+    assert len([line for line in table.splitlines() if line.startswith("|")]) == len(MACE_ROWS) + 2
+    for label, key in MACE_ROWS.items():
+        cells = _row(table, label)
+        model = run[key]
+        assert int(cells[2].replace(",", "")) == model["n_parameters"], (label, cells)
+        errors = re.findall(r"(\d+(?:\.\d+)?) meV/", cells[3])
+        measured = [model["test"][k] for k in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A",
+                                               "stress_mae_meV_per_A3")]
+        assert len(errors) == 3 and all(map(_close, errors, measured)), (label, errors, measured)
+        steps = [s.strip() for s in cells[4].split("/")]
+        timed = [model["md"][n]["ms_per_step"] for n in ("256", "500")]
+        assert len(steps) == 2 and all(map(_close, steps, timed)), (label, steps, timed)
+        if key == "MACE":
+            assert cells[5] == "1"
+        else:
+            low, high = cells[5].split("–")
+            costs = sorted(model[f"cost_vs_mace_{n}"] for n in (256, 500))
+            assert _close(low, costs[0]) and _close(high, costs[1]), (label, cells[5], costs)
