@@ -206,12 +206,14 @@ def main(argv=None):
               "minutes": args.minutes, "threads_here": torch.get_num_threads(), "torch": torch.__version__,
               "mlip": mlip.__version__, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS"), "models": []}
 
-    # Every --ours must load before an hour of MACE training, not after it.
+    # Every --ours is loaded before an hour of MACE training, not after it; the float64 potentials
+    # are kept for the evaluation below.
+    evaluated = {}
     for spec in args.ours:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                mlip.load_calculator(spec, device="cpu", dtype="float64")
+                evaluated[spec] = potential_of(mlip.load_calculator(spec, device="cpu", dtype="float64"))
         except Exception as err:
             raise SystemExit(f"--ours {spec}: cannot be loaded ({err})") from None
 
@@ -256,10 +258,10 @@ def main(argv=None):
 
     # --- ours
     for spec in args.ours:
+        potential = evaluated[spec]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # Two separate loads: evaluation casts its potential to float64, timing runs in float32.
-            potential = potential_of(mlip.load_calculator(spec, device="cpu", dtype="float64"))
+            # A separate load: evaluation casts its potential to float64, timing runs in float32.
             calc = mlip.load_calculator(spec, device="cpu", dtype="float32")
         row = {"model": spec, "n_parameters": int(sum(q.numel() for q in potential.parameters())),
                "training": training_info(potential), "threads": torch.get_num_threads()}
