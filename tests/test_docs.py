@@ -4,7 +4,8 @@ The shipped-models table is written by hand each time a model is re-trained; its
 test errors must be those of the model cards (``models/pretrained/NAME.json``, written by
 ``benchmarks/model_card.py``). The ablation table (an issue requirement) must list every variant that
 ``benchmarks/ablations.py`` defines, with the numbers of the recorded run in ``benchmarks/results/``;
-so must the table against MACE (``benchmarks/mace_baseline.py``'s recorded run).
+so must the table against MACE (``benchmarks/mace_baseline.py``'s recorded run) and the one-hour
+EquiformerV3 table (its recorded runs, whose last recipe the example files must be).
 """
 
 from __future__ import annotations
@@ -136,3 +137,37 @@ def test_readme_mace_table_matches_the_recorded_run():
             low, high = cells[5].split("–")
             costs = sorted(model[f"cost_vs_mace_{n}"] for n in (256, 500))
             assert _close(low, costs[0]) and _close(high, costs[1]), (label, cells[5], costs)
+
+
+HOUR_RUN = ROOT / "benchmarks" / "results" / "equiformer-v3-hour-2026-12-02.json"
+
+
+def test_readme_one_hour_equiformer_table_matches_the_recorded_runs():
+    """The README's one-hour EquiformerV3 table quotes the recorded gate runs (minutes per stage and in all,
+    test MAEs), and the example files are the recorded recipe of its last row, paths and time limits aside.
+    (Its first row, SwiGLU-S² of 2026-11-30, predates the record.)"""
+    from mlip.training import TrainConfig
+
+    runs = {r["name"]: r for r in json.loads(HOUR_RUN.read_text())["runs"]}
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("| one-hour recipe |"):]
+    table = table[:table.index("\n\n")]
+    gate_rows = [line for line in table.splitlines() if line.startswith("| gate") or line.startswith("| **gate")]
+    assert len(gate_rows) == 3
+    for line in gate_rows:
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        run = runs[cells[0].replace(" (the example files)", "")]
+        parts, total = cells[1].split("=")
+        minutes = [s["minutes"] for s in run["stages"]]
+        assert all(map(_close, [p.strip() for p in parts.split("+")], minutes)), (cells, minutes)
+        assert _close(total.strip(), run["minutes"]), (cells, run["minutes"])
+        shown = [s.strip().strip("*") for s in cells[2].split("/")]
+        measured = [run["test"][k] for k in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")]
+        assert all(map(_close, shown, measured)), (cells, measured)
+    recipe = runs["gate, energy weight 20, 11 + 6 epochs"]["stages"]
+    examples = [ROOT / "examples" / f"train_equiformer_v3_emt_hour{s}.yaml" for s in ("", "_stage2")]
+    for path, stage in zip(examples, recipe):
+        ours, recorded = TrainConfig.from_yaml(path).to_dict(), stage["config"]
+        for key in ("model", "loss", "optimizer", "epochs", "batch_size", "seed", "dtype", "reference_energies",
+                    "augment_rotations"):
+            assert ours[key] == recorded[key], (path.name, key, ours[key], recorded[key])
