@@ -140,6 +140,12 @@ def test_readme_mace_table_matches_the_recorded_run():
 
 
 HOUR_RUN = ROOT / "benchmarks" / "results" / "equiformer-v3-hour-2026-12-02.json"
+#: the README's one-hour-table row → that run's entry ("name") in the record; the last is the example files
+HOUR_ROWS = {
+    "gate, energy weight 5, 11 + 3 epochs": "gate, energy weight 5, 11 + 3 epochs",
+    "gate, energy weight 5, 11 + 6 epochs": "gate, energy weight 5, 11 + 6 epochs",
+    "**gate, energy weight 20, 11 + 6 epochs (the example files)**": "gate, energy weight 20, 11 + 6 epochs",
+}
 
 
 def test_readme_one_hour_equiformer_table_matches_the_recorded_runs():
@@ -152,20 +158,21 @@ def test_readme_one_hour_equiformer_table_matches_the_recorded_runs():
     text = README.read_text(encoding="utf-8")
     table = text[text.index("| one-hour recipe |"):]
     table = table[:table.index("\n\n")]
-    gate_rows = [line for line in table.splitlines() if line.startswith("| gate") or line.startswith("| **gate")]
-    assert len(gate_rows) == 3
-    for line in gate_rows:
-        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
-        run = runs[cells[0].replace(" (the example files)", "")]
+    assert len([line for line in table.splitlines() if line.startswith("|")]) == len(HOUR_ROWS) + 3  # + SwiGLU row
+    for label, name in HOUR_ROWS.items():
+        cells, run = _row(table, label), runs[name]
         parts, total = cells[1].split("=")
+        parts = [s.strip() for s in parts.split("+")]
         minutes = [s["minutes"] for s in run["stages"]]
-        assert all(map(_close, [p.strip() for p in parts.split("+")], minutes)), (cells, minutes)
-        assert _close(total.strip(), run["minutes"]), (cells, run["minutes"])
+        assert len(parts) == len(minutes) and all(map(_close, parts, minutes)), (label, cells, minutes)
+        assert _close(total.strip(), run["minutes"]), (label, cells, run["minutes"])
         shown = [s.strip().strip("*") for s in cells[2].split("/")]
-        measured = [run["test"][k] for k in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")]
-        assert all(map(_close, shown, measured)), (cells, measured)
-    recipe = runs["gate, energy weight 20, 11 + 6 epochs"]["stages"]
+        measured = [run["test"][k] for k in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A",
+                                             "stress_mae_meV_per_A3")]
+        assert len(shown) == 3 and all(map(_close, shown, measured)), (label, cells, measured)
+    recipe = runs[list(HOUR_ROWS.values())[-1]]["stages"]
     examples = [ROOT / "examples" / f"train_equiformer_v3_emt_hour{s}.yaml" for s in ("", "_stage2")]
+    assert len(recipe) == len(examples)
     for path, stage in zip(examples, recipe):
         ours, recorded = TrainConfig.from_yaml(path).to_dict(), stage["config"]
         for key in ("model", "loss", "optimizer", "epochs", "batch_size", "seed", "dtype", "reference_energies",
