@@ -33,6 +33,8 @@ SIZES = {
     "neighbour density": {"density": True},
     "distance-filtered values": {"radial_values": True},
     "density and filtered values": {"density": True, "radial_values": True},
+    "density (+ logarithmic) and filtered values": {"density": True, "radial_values": True,
+                                                    "density_log_densities": True},
 }
 
 
@@ -41,7 +43,12 @@ def main(argv=None) -> int:
     parser.add_argument("--train", default="emt-train.xyz", help="training extxyz (its first batches are timed)")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per size and round (after 1 warm-up)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", nargs="+", metavar="TEXT",
+                        help="time only the sizes whose label contains one of these (and the first, the reference)")
     args = parser.parse_args(argv)
+    first = next(iter(SIZES))
+    sizes = {label: o for label, o in SIZES.items()
+             if label == first or not args.only or any(t in label for t in args.only)}
 
     import torch
 
@@ -51,21 +58,21 @@ def main(argv=None) -> int:
 
     base = read_yaml(PLATONIC, "training config")
     samples = list(read_dataset(args.train))[: (args.steps + 1) * base["batch_size"]]
-    configs = {label: dict(base, data={}, model=dict(base["model"], **overrides)) for label, overrides in SIZES.items()}
+    configs = {label: dict(base, data={}, model=dict(base["model"], **overrides)) for label, overrides in sizes.items()}
     params = {}
     for label, cfg in configs.items():
         model = dict(cfg["model"])
         params[label] = create_model(model.pop("name"), seed=0, **model).num_parameters()
-    times = {label: [] for label in SIZES}
+    times = {label: [] for label in sizes}
     for _ in range(args.rounds):
         for label, cfg in configs.items():
             times[label].append(seconds_per_step(cfg, samples, args.steps, n_warmup=1))
-    reference = float(np.median(times[next(iter(SIZES))]))
+    reference = float(np.median(times[first]))
     print(f"{torch.get_num_threads()} thread(s), batch {base['batch_size']}, {args.steps} steps x {args.rounds} rounds")
-    print(f"{'size':<42}{'parameters':>12}{'s/step':>9}{'ratio':>8}")
-    for label in SIZES:
+    print(f"{'size':<46}{'parameters':>12}{'s/step':>9}{'ratio':>8}")
+    for label in sizes:
         median = float(np.median(times[label]))
-        print(f"{label:<42}{params[label]:>12,}{median:>9.3f}{median / reference:>8.2f}")
+        print(f"{label:<46}{params[label]:>12,}{median:>9.3f}{median / reference:>8.2f}")
     return 0
 
 

@@ -23,6 +23,36 @@ def element_resolved_sums(species: torch.Tensor, edge_index: torch.Tensor, value
     return sums.view(n, num_species * r)
 
 
+#: ε of the logarithmic densities, and the rates η_k (Å⁻¹) and centre (Å) of their radial functions
+LOG_EPSILON = 1e-4
+LOG_RATES = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
+LOG_CENTRE = 2.5
+
+
+def init_log_density_weights(num_species: int, num_densities: int) -> nn.Parameter:
+    """The raw weights V [S, S·K, D] of :func:`log_densities` (K = len(LOG_RATES)); softplus(−1.5 ± 0.5)
+    ≈ 0.2 makes σ of a bulk atom O(0.1–1)."""
+    return nn.Parameter(torch.randn(num_species, num_species * len(LOG_RATES), num_densities) * 0.5 - 1.5)
+
+
+def log_densities(species: torch.Tensor, edge_index: torch.Tensor, length: torch.Tensor, envelope: torch.Tensor,
+                  weights: torch.Tensor, num_species: int, avg_neighbors: float) -> torch.Tensor:
+    """D positive densities per atom on a logarithmic scale → u [N, D]:
+
+        σ_i = softplus(V_{Z_i}) · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) g(r_ij)) / n_avg ≥ 0,
+        u_i = ln(1 + σ_i / ε) / ln(1 / ε)        (ε = LOG_EPSILON; u = 0 for an atom alone, ≈ 1 in bulk),
+
+    g_k(r) = exp(−η_k (r − LOG_CENTRE)) for the rates η_k of LOG_RATES. species [N], edge_index [2, E]
+    (i ← j, no self edges), length [E] and envelope φ [E] of the edges, weights V [S, S·K, D] (raw;
+    softplus keeps them positive)."""
+    rates = torch.tensor(LOG_RATES, dtype=length.dtype, device=length.device)
+    g = torch.exp(-rates * (length.unsqueeze(-1) - LOG_CENTRE)) * envelope.unsqueeze(-1)  # [E, K]
+    sums = element_resolved_sums(species, edge_index, g, num_species) / avg_neighbors  # [N, S·K]
+    positive = nn.functional.softplus(weights.to(g.dtype)).index_select(0, species)  # [N, S·K, D]
+    sigma = torch.bmm(sums.unsqueeze(1), positive).squeeze(1)  # [N, D], ≥ 0
+    return torch.log1p(sigma / LOG_EPSILON) / math.log(1.0 / LOG_EPSILON)
+
+
 class EmbeddedAtomEnergy(nn.Module):
     """E_i = MLP(SiLU(A ρ_i + e(Z_i))), with D learned densities per atom
 
@@ -59,11 +89,6 @@ class EmbeddedAtomEnergy(nn.Module):
         log_densities: also feed the D logarithmic positive densities u_i to the MLP (see above).
     """
 
-    #: ε of the logarithmic densities, and the rates η_k (Å⁻¹) and centre (Å) of their radial functions
-    LOG_EPSILON = 1e-4
-    LOG_RATES = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
-    LOG_CENTRE = 2.5
-
     def __init__(self, num_species: int, cutoff: float, num_radial: int = 16, num_densities: int = 16,
                  hidden: int = 64, envelope_exponent: int = 5, avg_neighbors: float = 32.0,
                  log_densities: bool = False):
@@ -84,10 +109,7 @@ class EmbeddedAtomEnergy(nn.Module):
         self.element = nn.Embedding(self.num_species, int(hidden))
         self.log_densities = bool(log_densities)
         if self.log_densities:
-            self.register_buffer("log_rates", torch.tensor(self.LOG_RATES), persistent=False)
-            k = self.num_species * len(self.LOG_RATES)
-            # softplus(−1.5 ± 0.5) ≈ 0.2: σ of a bulk atom O(0.1–1)
-            self.log_density_weights = nn.Parameter(torch.randn(self.num_species, k, int(num_densities)) * 0.5 - 1.5)
+            self.log_density_weights = init_log_density_weights(self.num_species, int(num_densities))
             self.log_density_in = nn.Linear(int(num_densities), int(hidden), bias=False)
         self.mlp = nn.Sequential(nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
@@ -105,12 +127,8 @@ class EmbeddedAtomEnergy(nn.Module):
 
     def _log_densities(self, species, edge_index, length, envelope) -> torch.Tensor:
         """u [N, D] (``log_densities``) from the edge lengths [E] and their envelope φ [E]."""
-        rates = self.log_rates.to(length.dtype)
-        g = torch.exp(-rates * (length.unsqueeze(-1) - self.LOG_CENTRE)) * envelope.unsqueeze(-1)  # [E, K]
-        sums = element_resolved_sums(species, edge_index, g, self.num_species) / self.avg_neighbors  # [N, S·K]
-        weights = nn.functional.softplus(self.log_density_weights.to(g.dtype)).index_select(0, species)
-        sigma = torch.bmm(sums.unsqueeze(1), weights).squeeze(1)  # [N, D], ≥ 0
-        return torch.log1p(sigma / self.LOG_EPSILON) / math.log(1.0 / self.LOG_EPSILON)
+        return log_densities(species, edge_index, length, envelope, self.log_density_weights, self.num_species,
+                             self.avg_neighbors)
 
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E], edge_vectors [E, 3] → per-atom energies [N]."""

@@ -33,9 +33,11 @@ ARCHITECTURES = {
              attention="softmax"),
         "group",
     ),
+    # the density embedding with its logarithmic densities (the same sums as the term's, inside the network)
     "platonic-density": (
         dict(name="platonic", group="tetrahedral", channels=8, num_layers=1, num_heads=2, head_dim=4,
-             attention="softmax", density=True, avg_neighbors=8.0, radial_values=True),
+             attention="softmax", density=True, avg_neighbors=8.0, radial_values=True,
+             density_log_densities=True),
         "group",
     ),
     # density sums and the embedded-atom term to the cutoff (4 Å), attention only to 3 Å

@@ -122,6 +122,13 @@ def test_parameter_count_matches_hyperparameters():
     with_density = create_model("platonic", species=["Cu", "Au", "Ni"], cutoff=5.0, group="T", channels=C,
                                 num_layers=L, num_heads=H, head_dim=D, ffn_multiplier=m, num_radial=R, density=True)
     assert with_density.num_parameters() == expected + S * R * C
+    # Its logarithmic densities add the raw weights V [S, S·K, 16] (K = 8 rates) and a bias-free 16 → C map.
+    with_log = create_model("platonic", species=["Cu", "Au", "Ni"], cutoff=5.0, group="T", channels=C,
+                            num_layers=L, num_heads=H, head_dim=D, ffn_multiplier=m, num_radial=R, density=True,
+                            density_log_densities=True)
+    assert with_log.num_parameters() == expected + S * R * C + S * S * 8 * 16 + 16 * C
+    with pytest.raises(ValueError, match="density_log_densities needs density"):
+        create_model("platonic", species=["Cu"], cutoff=5.0, density_log_densities=True)
 
 
 def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
@@ -159,6 +166,61 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
     assert np.abs(expected[:, 2]).max() == 0.0  # no Ni: its block stays empty
     out = layer(index, graph.edge_index, radial)
     assert torch.allclose(out, got @ layer.linear.weight.T / 10.0, atol=1e-12)
+
+
+def test_logarithmic_neighbour_densities_follow_their_definition():
+    """With ``log_densities`` the embedding adds U · u_i, u_i = ln(1 + σ_i/ε)/ln(1/ε) and
+    σ_i = softplus(V_{Z_i})ᵀ vec(Σ_j onehot(Z_j) ⊗ φ(r_ij) exp(−η (r_ij − 2.5 Å))) / n_avg, summed here
+    pair by pair over ASE's neighbour list (every periodic image of a cell smaller than the cutoff);
+    an atom alone gets u = 0, and without the lengths the layer refuses to guess."""
+    import math
+
+    from ase import Atoms
+    from ase.build import bulk
+    from ase.neighborlist import neighbor_list
+
+    import mlip
+    from mlip.graph import edge_vectors
+    from mlip.models.platonic import NeighbourDensityEmbedding
+    from mlip.radial import BesselBasis
+
+    cutoff, R, S = 4.5, 5, 3
+    species = ["Cu", "Au", "Ni"]
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    atoms.symbols[[1, 3]] = "Au"
+    atoms.symbols[2] = "Ni"
+    atoms.rattle(0.1, seed=4)
+    graph = mlip.batch_atoms([atoms], cutoff, dtype=torch.float64)
+    index = torch.tensor([species.index(s) for s in atoms.get_chemical_symbols()])
+    length = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts).norm(dim=-1)
+    env, basis = PolynomialEnvelope(cutoff), BesselBasis(cutoff, R)
+    layer = NeighbourDensityEmbedding(S, R, channels=4, avg_neighbors=10.0, log_densities=True,
+                                      num_log_densities=6).double()
+    radial = basis(length) * env(length).unsqueeze(-1)
+    out = layer(index, graph.edge_index, radial, length, env(length))
+
+    rates = torch.tensor([1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0], dtype=torch.float64)
+    ii, jj, dd = neighbor_list("ijd", atoms, cutoff)
+    positive = torch.zeros(len(atoms), S, 8, dtype=torch.float64)
+    for a, b, d in zip(ii, jj, dd):
+        r = torch.tensor(d, dtype=torch.float64)
+        positive[a, int(index[b])] += torch.exp(-rates * (r - 2.5)) * env(r)
+    linear = layer.linear(layer.densities(index, graph.edge_index, radial) / 10.0)
+    for i in range(len(atoms)):
+        v = torch.nn.functional.softplus(layer.log_density_weights[int(index[i])])  # [S·8, 6]
+        sigma = positive[i].reshape(-1) @ v / 10.0
+        assert (sigma > 0).all()
+        u = torch.log1p(sigma / 1e-4) / math.log(1e4)
+        torch.testing.assert_close(out[i], linear[i] + layer.log_density_in(u), rtol=1e-12, atol=1e-14)
+    # bulk-like atoms sit near u ≈ 1, far from an atom alone (u = 0: no neighbour, no term)
+    u_bulk = out - linear
+    assert u_bulk.abs().max() > 0.05
+    lone = mlip.batch_atoms([Atoms("Au", positions=[[0, 0, 0]])], cutoff, dtype=torch.float64)
+    none = layer(torch.tensor([1]), lone.edge_index, torch.zeros((0, R), dtype=torch.float64),
+                 torch.zeros(0, dtype=torch.float64), torch.zeros(0, dtype=torch.float64))
+    assert torch.equal(none, torch.zeros(1, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="edge lengths"):
+        layer(index, graph.edge_index, radial)
 
 
 def test_attention_cutoff_equal_to_cutoff_is_the_plain_model_and_bad_values_are_rejected():

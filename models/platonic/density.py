@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.embedded_atom import element_resolved_sums
+from mlip.embedded_atom import element_resolved_sums, init_log_density_weights, log_densities
 
 
 class NeighbourDensityEmbedding(nn.Module):
@@ -19,9 +19,16 @@ class NeighbourDensityEmbedding(nn.Module):
     element, then one linear map (no bias) to the C channels.
     ``avg_neighbors`` only divides the sum to keep it O(1). It is rotation invariant, so adding it
     to the element embedding before the lift over frames keeps the model G-equivariant.
+
+    With ``log_densities`` it adds U · u_i, u_i [D] the positive exponential densities of
+    :func:`mlip.embedded_atom.log_densities` on a logarithmic scale (D = ``num_log_densities``, U a
+    bias-free D → C map): between a dimer and a bulk atom such a density varies by orders of
+    magnitude, and EMT's energy is a function of its logarithm, so on the linear sums alone every
+    low-coordinated atom sits in a sliver near 0.
     """
 
-    def __init__(self, num_species: int, num_radial: int, channels: int, avg_neighbors: float = 32.0):
+    def __init__(self, num_species: int, num_radial: int, channels: int, avg_neighbors: float = 32.0,
+                 log_densities: bool = False, num_log_densities: int = 16):
         super().__init__()
         if avg_neighbors <= 0:
             raise ValueError(f"avg_neighbors must be positive, got {avg_neighbors}")
@@ -29,14 +36,28 @@ class NeighbourDensityEmbedding(nn.Module):
         self.num_radial = int(num_radial)
         self.avg_neighbors = float(avg_neighbors)
         self.linear = nn.Linear(self.num_species * self.num_radial, channels, bias=False)
+        self.log_densities = bool(log_densities)
+        if self.log_densities:
+            self.log_density_weights = init_log_density_weights(self.num_species, int(num_log_densities))
+            self.log_density_in = nn.Linear(int(num_log_densities), channels, bias=False)
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, no self edges), radial [E, R] → [N, S·R] (unscaled sums)."""
         return element_resolved_sums(species, edge_index, radial, self.num_species)
 
-    def forward(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
-        """→ [N, C]."""
-        return self.linear(self.densities(species, edge_index, radial) / self.avg_neighbors)
+    def forward(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor,
+                length: torch.Tensor | None = None, envelope: torch.Tensor | None = None) -> torch.Tensor:
+        """species [N], edge_index [2, E], radial [E, R] (times the envelope) → [N, C]; with
+        ``log_densities`` also the edge lengths [E] and their envelope φ [E]."""
+        x = self.linear(self.densities(species, edge_index, radial) / self.avg_neighbors)
+        if self.log_densities:
+            if length is None or envelope is None:
+                raise ValueError("the logarithmic densities need the edge lengths and their envelope")
+            u = log_densities(species, edge_index, length, envelope, self.log_density_weights, self.num_species,
+                              self.avg_neighbors)
+            x = x + self.log_density_in(u)
+        return x
 
     def extra_repr(self) -> str:
-        return f"species={self.num_species}, radial={self.num_radial}, avg_neighbors={self.avg_neighbors}"
+        return (f"species={self.num_species}, radial={self.num_radial}, avg_neighbors={self.avg_neighbors}, "
+                f"log_densities={self.log_densities}")

@@ -68,6 +68,9 @@ class PlatonicTransformer(nn.Module):
             energy; exactly invariant under every rotation, so it leaves less for the frames to learn.
         embedded_atom_log_densities: the term also sees its logarithmic positive densities
             (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
+        density_log_densities: the density embedding also adds such densities on a logarithmic scale
+            (``log_densities`` of :class:`NeighbourDensityEmbedding`), inside the network rather than as
+            a separate energy term; needs ``density``.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class PlatonicTransformer(nn.Module):
         orientation: str = "generic",
         embedded_atom: bool = False,
         embedded_atom_log_densities: bool = False,
+        density_log_densities: bool = False,
     ):
         super().__init__()
         if orientation not in ORIENTATIONS:
@@ -108,7 +112,10 @@ class PlatonicTransformer(nn.Module):
         self.embedding = nn.Embedding(num_species, channels)
         self.envelope = PolynomialEnvelope(self.attention_cutoff, envelope_exponent)
         self.radial = BesselBasis(self.attention_cutoff, num_radial)
-        self.density = NeighbourDensityEmbedding(num_species, num_radial, channels, avg_neighbors) if density else None
+        if density_log_densities and not density:
+            raise ValueError("density_log_densities needs density: true")
+        self.density = (NeighbourDensityEmbedding(num_species, num_radial, channels, avg_neighbors,
+                                                  log_densities=density_log_densities) if density else None)
         if attention_cutoff is None:  # one basis and envelope for both
             self.density_envelope, self.density_radial = None, None
         else:
@@ -179,8 +186,9 @@ class PlatonicTransformer(nn.Module):
             # attention below sees only the edges shorter than attention_cutoff.
             sq = (edge_vectors * edge_vectors).sum(-1)
             length = safe_length(sq)
-            radial = self.density_radial(length) * self.density_envelope(length).unsqueeze(-1)
-            x = x + self.density(species, edge_index, radial)
+            density_envelope = self.density_envelope(length)
+            radial = self.density_radial(length) * density_envelope.unsqueeze(-1)
+            x = x + self.density(species, edge_index, radial, length, density_envelope)
             edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         # Self edges (i ← i) carry a constant zero vector: no gradient flows through |0|.
         loops = torch.arange(n, device=species.device)
@@ -192,7 +200,8 @@ class PlatonicTransformer(nn.Module):
         frame_vec = frame_vectors(self.frames.to(vec.device), vec)
 
         if self.density is not None and self.density_radial is None:
-            x = x + self.density(species, edge_index, radial[: edge_index.shape[1]])
+            m = edge_index.shape[1]
+            x = x + self.density(species, edge_index, radial[:m], length[:m], envelope[:m])
         x = x.unsqueeze(1).expand(n, self.group_order, self.channels)
         for block in self.blocks:
             x = block(x, edges, frame_vec, radial, envelope)
