@@ -29,6 +29,12 @@ LOG_RATES = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
 LOG_CENTRE = 2.5
 
 
+def register_log_rates(module: nn.Module) -> None:
+    """Give ``module`` the non-persistent buffer ``log_rates`` [K] (LOG_RATES) that :func:`log_densities`
+    takes: it follows the module's device and dtype instead of being copied to the device every forward."""
+    module.register_buffer("log_rates", torch.tensor(LOG_RATES), persistent=False)
+
+
 def init_log_density_weights(num_species: int, num_densities: int) -> nn.Parameter:
     """The raw weights V [S, S·K, D] of :func:`log_densities` (K = len(LOG_RATES)); softplus(−1.5 ± 0.5)
     ≈ 0.2 makes σ of a bulk atom O(0.1–1)."""
@@ -36,16 +42,16 @@ def init_log_density_weights(num_species: int, num_densities: int) -> nn.Paramet
 
 
 def log_densities(species: torch.Tensor, edge_index: torch.Tensor, length: torch.Tensor, envelope: torch.Tensor,
-                  weights: torch.Tensor, num_species: int, avg_neighbors: float) -> torch.Tensor:
+                  rates: torch.Tensor, weights: torch.Tensor, num_species: int, avg_neighbors: float) -> torch.Tensor:
     """D positive densities per atom on a logarithmic scale → u [N, D]:
 
         σ_i = softplus(V_{Z_i}) · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) g(r_ij)) / n_avg ≥ 0,
         u_i = ln(1 + σ_i / ε) / ln(1 / ε)        (ε = LOG_EPSILON; u = 0 for an atom alone, ≈ 1 in bulk),
 
     g_k(r) = exp(−η_k (r − LOG_CENTRE)) for the rates η_k of LOG_RATES. species [N], edge_index [2, E]
-    (i ← j, no self edges), length [E] and envelope φ [E] of the edges, weights V [S, S·K, D] (raw;
-    softplus keeps them positive)."""
-    rates = torch.tensor(LOG_RATES, dtype=length.dtype, device=length.device)
+    (i ← j, no self edges), length [E] and envelope φ [E] of the edges, rates η [K] (the buffer of
+    :func:`register_log_rates`), weights V [S, S·K, D] (raw; softplus keeps them positive)."""
+    rates = rates.to(length.dtype)
     g = torch.exp(-rates * (length.unsqueeze(-1) - LOG_CENTRE)) * envelope.unsqueeze(-1)  # [E, K]
     sums = element_resolved_sums(species, edge_index, g, num_species) / avg_neighbors  # [N, S·K]
     positive = nn.functional.softplus(weights.to(g.dtype)).index_select(0, species)  # [N, S·K, D]
@@ -109,6 +115,7 @@ class EmbeddedAtomEnergy(nn.Module):
         self.element = nn.Embedding(self.num_species, int(hidden))
         self.log_densities = bool(log_densities)
         if self.log_densities:
+            register_log_rates(self)
             self.log_density_weights = init_log_density_weights(self.num_species, int(num_densities))
             self.log_density_in = nn.Linear(int(num_densities), int(hidden), bias=False)
         self.mlp = nn.Sequential(nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
@@ -127,8 +134,8 @@ class EmbeddedAtomEnergy(nn.Module):
 
     def _log_densities(self, species, edge_index, length, envelope) -> torch.Tensor:
         """u [N, D] (``log_densities``) from the edge lengths [E] and their envelope φ [E]."""
-        return log_densities(species, edge_index, length, envelope, self.log_density_weights, self.num_species,
-                             self.avg_neighbors)
+        return log_densities(species, edge_index, length, envelope, self.log_rates, self.log_density_weights,
+                             self.num_species, self.avg_neighbors)
 
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E], edge_vectors [E, 3] → per-atom energies [N]."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.embedded_atom import element_resolved_sums, init_log_density_weights, log_densities
+from mlip.embedded_atom import element_resolved_sums, init_log_density_weights, log_densities, register_log_rates
 
 
 class NeighbourDensityEmbedding(nn.Module):
@@ -38,6 +38,7 @@ class NeighbourDensityEmbedding(nn.Module):
         self.linear = nn.Linear(self.num_species * self.num_radial, channels, bias=False)
         self.log_densities = bool(log_densities)
         if self.log_densities:
+            register_log_rates(self)
             self.log_density_weights = init_log_density_weights(self.num_species, int(num_log_densities))
             self.log_density_in = nn.Linear(int(num_log_densities), channels, bias=False)
 
@@ -53,8 +54,8 @@ class NeighbourDensityEmbedding(nn.Module):
         if self.log_densities:
             if length is None or envelope is None:
                 raise ValueError("the logarithmic densities need the edge lengths and their envelope")
-            u = log_densities(species, edge_index, length, envelope, self.log_density_weights, self.num_species,
-                              self.avg_neighbors)
+            u = log_densities(species, edge_index, length, envelope, self.log_rates, self.log_density_weights,
+                              self.num_species, self.avg_neighbors)
             x = x + self.log_density_in(u)
         return x
 
