@@ -51,9 +51,11 @@ ARCHITECTURES = {
              attention="linear"),
         "group",
     ),
+    # with the logarithmic neighbour densities in its initial scalars
     "equiformer-v3": (
         dict(name="equiformer_v3", lmax=2, mmax=1, channels=8, num_layers=2, num_heads=2, alpha_channels=4,
-             value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=16, num_radial=6),
+             value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=16, num_radial=6,
+             log_density_embedding=True, avg_neighbors=8.0),
         "so3",
     ),
     "equiformer-v3-gate-sepnorm": (

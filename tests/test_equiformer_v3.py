@@ -273,3 +273,63 @@ def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_t
         create_model("equiformer_v3", cutoff=4.5, attention_cutoff=5.0, **kwargs)
     with pytest.raises(ValueError, match="embedded_atom"):
         create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **{**kwargs, "embedded_atom": False})
+
+
+def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_scalars():
+    """With ``log_density_embedding`` the features entering the first block differ from those of the same
+    weights without the option by U · u_i in the l = 0 row only, u_i = ln(1 + σ_i/ε)/ln(1/ε) and
+    σ_i = softplus(V_{Z_i})ᵀ vec(Σ_j onehot(Z_j) ⊗ φ(r_ij) exp(−η (r_ij − 2.5 Å))) / n_avg summed pair by
+    pair over ASE's neighbour list (every periodic image of a cell smaller than the cutoff), φ the
+    attention envelope; it adds V [S, S·8, D] and U [C, D] to the parameters, and bad sizes are refused."""
+    from ase.build import bulk
+    from ase.neighborlist import neighbor_list
+
+    cutoff, S, D, C = 4.5, 3, 5, 8
+    kwargs = dict(species=["Cu", "Au", "Ni"], cutoff=cutoff, lmax=2, mmax=1, channels=C, num_layers=1,
+                  num_heads=2, num_radial=6, seed=2)
+    plain = create_model("equiformer_v3", **kwargs).double()
+    with_log = create_model("equiformer_v3", log_density_embedding=True, num_log_densities=D, avg_neighbors=10.0,
+                            **kwargs).double()
+    assert with_log.num_parameters() == plain.num_parameters() + S * S * 8 * D + D * C
+    missing, unexpected = plain.model.load_state_dict(with_log.model.state_dict(), strict=False)
+    assert not missing and sorted(unexpected) == ["log_density_in.weight", "log_density_weights"]
+
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    atoms.symbols[[1, 3]] = "Au"
+    atoms.symbols[2] = "Ni"
+    atoms.rattle(0.1, seed=4)
+    species = torch.tensor([kwargs["species"].index(s) for s in atoms.get_chemical_symbols()])
+    g = mlip.batch_atoms([atoms], cutoff, dtype=DTYPE)
+    vec = mlip.edge_vectors(g.positions, g.cell, g.batch, g.edge_index, g.shifts)
+
+    def block_input(model):
+        seen = []
+        handle = model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].detach()))
+        with torch.no_grad():
+            energies = model(species, g.edge_index, vec, g.batch, 1)
+        handle.remove()
+        return seen[0], energies
+
+    x_log, e_log = block_input(with_log.model)
+    x_plain, e_plain = block_input(plain.model)
+
+    rates = torch.tensor([1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0], dtype=DTYPE)
+    ii, jj, dd = neighbor_list("ijd", atoms, cutoff)
+    assert len(ii) > 12 * len(atoms)  # images of the 4-atom cell are counted
+    positive = torch.zeros(len(atoms), S, 8, dtype=DTYPE)
+    for a, b, d in zip(ii, jj, dd):
+        r = torch.tensor(d, dtype=DTYPE)
+        positive[a, int(species[b])] += torch.exp(-rates * (r - 2.5)) * with_log.model.envelope(r)
+    model = with_log.model
+    with torch.no_grad():
+        for i in range(len(atoms)):
+            v = torch.nn.functional.softplus(model.log_density_weights[int(species[i])])  # [S·8, D]
+            sigma = positive[i].reshape(-1) @ v / 10.0
+            u = torch.log1p(sigma / 1e-4) / math.log(1e4)
+            torch.testing.assert_close(x_log[i, 0], x_plain[i, 0] + model.log_density_in(u), rtol=1e-12, atol=1e-13)
+    assert torch.equal(x_log[:, 1:], x_plain[:, 1:])
+    assert (x_log[:, 0] - x_plain[:, 0]).abs().max() > 0.05  # not negligible in a crystal
+    assert (e_log - e_plain).abs().max() > 1e-6  # and it reaches the energy
+    for bad in (dict(num_log_densities=0), dict(avg_neighbors=0.0)):
+        with pytest.raises(ValueError, match="log_density_embedding"):
+            create_model("equiformer_v3", log_density_embedding=True, **kwargs, **bad)

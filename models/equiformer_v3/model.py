@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import transformer_term
+from mlip.embedded_atom import init_log_density_weights, log_densities, register_log_rates, transformer_term
 from mlip.radial import GaussianBasis, PolynomialEnvelope
 from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
 
@@ -82,6 +82,15 @@ class EquiformerV3(nn.Module):
             reach further than the SO(2) convolutions, whose cost is per edge: the neighbour graph and
             the term extend to ``cutoff``, attention uses only the edges shorter than
             ``attention_cutoff`` (its envelope and radial basis end there, so the energy stays smooth).
+        log_density_embedding: add U · u_i to every atom's initial l = 0 features, u_i [D] the positive
+            exponential neighbour densities of :func:`mlip.embedded_atom.log_densities` on a logarithmic
+            scale (over the attention edges, with the attention envelope; U a bias-free D → C map;
+            off in the paper). The edge-degree embedding already gives the l = 0 channels linear sums
+            over the neighbours; EMT's energy is a function of the logarithm of such a density, which
+            varies by orders of magnitude between a dimer and a bulk atom. Rotation invariant, so the
+            model stays equivariant.
+        num_log_densities: D of ``log_density_embedding``.
+        avg_neighbors: divides the sums of ``log_density_embedding`` to keep them O(1).
     """
 
     def __init__(
@@ -108,6 +117,9 @@ class EquiformerV3(nn.Module):
         embedded_atom: bool = False,
         embedded_atom_log_densities: bool = False,
         attention_cutoff: Optional[float] = None,
+        log_density_embedding: bool = False,
+        num_log_densities: int = 16,
+        avg_neighbors: float = 32.0,
     ):
         super().__init__()
         attention_cutoff = resolve_attention_cutoff(attention_cutoff, float(cutoff), embedded_atom, "embedded_atom=True")
@@ -152,6 +164,16 @@ class EquiformerV3(nn.Module):
             nn.Linear(channels, ffn_hidden_channels), nn.SiLU(), nn.Linear(ffn_hidden_channels, 1)
         )
         self.embedded_atom = transformer_term(num_species, cutoff, embedded_atom, embedded_atom_log_densities)
+        self.num_species = int(num_species)
+        self.log_density_embedding = bool(log_density_embedding)
+        if self.log_density_embedding:
+            if int(num_log_densities) < 1 or avg_neighbors <= 0:
+                raise ValueError(f"log_density_embedding needs num_log_densities >= 1 and avg_neighbors > 0, "
+                                 f"got {num_log_densities} and {avg_neighbors}")
+            self.avg_neighbors = float(avg_neighbors)
+            register_log_rates(self)
+            self.log_density_weights = init_log_density_weights(self.num_species, int(num_log_densities))
+            self.log_density_in = nn.Linear(int(num_log_densities), channels, bias=False)
 
     def final_readout(self) -> nn.Module:
         """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it
@@ -182,7 +204,12 @@ class EquiformerV3(nn.Module):
             edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         rbf, envelope, wigner = self.edge_features(edge_vectors)
         x = edge_vectors.new_zeros((n, self.num_coefficients, self.channels))
-        x = torch.cat([self.embedding(species).to(dtype)[:, None, :], x[:, 1:, :]], dim=1)
+        scalars = self.embedding(species).to(dtype)  # [N, C], the l = 0 features
+        if self.log_density_embedding:
+            u = log_densities(species, edge_index, edge_vectors.norm(dim=-1), envelope, self.log_rates,
+                              self.log_density_weights, self.num_species, self.avg_neighbors)  # [N, D]
+            scalars = scalars + self.log_density_in(u)
+        x = torch.cat([scalars[:, None, :], x[:, 1:, :]], dim=1)
         x = x + self.edge_degree(edge_index, species, rbf, envelope, wigner, n)
         for block in self.blocks:
             x = block(x, edge_index, species, rbf, envelope, wigner)
