@@ -29,16 +29,16 @@ LOG_RATES = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
 LOG_CENTRE = 2.5
 
 
-def register_log_rates(module: nn.Module) -> None:
-    """Give ``module`` the non-persistent buffer ``log_rates`` [K] (LOG_RATES) that :func:`log_densities`
-    takes: it follows the module's device and dtype instead of being copied to the device every forward."""
+def add_log_density_parameters(module: nn.Module, num_species: int, num_densities: int, out_features: int) -> None:
+    """Give ``module`` what :func:`log_densities` and a map of its output take, under the names every
+    user of them shares (so their checkpoints keep these keys): the non-persistent buffer ``log_rates``
+    [K] (LOG_RATES; it follows the module's device and dtype instead of being copied to the device every
+    forward), the raw weights ``log_density_weights`` V [S, S·K, D] (softplus(−1.5 ± 0.5) ≈ 0.2 makes σ of
+    a bulk atom O(0.1–1)) and ``log_density_in``, a bias-free D → ``out_features`` linear map."""
     module.register_buffer("log_rates", torch.tensor(LOG_RATES), persistent=False)
-
-
-def init_log_density_weights(num_species: int, num_densities: int) -> nn.Parameter:
-    """The raw weights V [S, S·K, D] of :func:`log_densities` (K = len(LOG_RATES)); softplus(−1.5 ± 0.5)
-    ≈ 0.2 makes σ of a bulk atom O(0.1–1)."""
-    return nn.Parameter(torch.randn(num_species, num_species * len(LOG_RATES), num_densities) * 0.5 - 1.5)
+    module.log_density_weights = nn.Parameter(
+        torch.randn(num_species, num_species * len(LOG_RATES), num_densities) * 0.5 - 1.5)
+    module.log_density_in = nn.Linear(num_densities, out_features, bias=False)
 
 
 def log_densities(species: torch.Tensor, edge_index: torch.Tensor, length: torch.Tensor, envelope: torch.Tensor,
@@ -50,7 +50,7 @@ def log_densities(species: torch.Tensor, edge_index: torch.Tensor, length: torch
 
     g_k(r) = exp(−η_k (r − LOG_CENTRE)) for the rates η_k of LOG_RATES. species [N], edge_index [2, E]
     (i ← j, no self edges), length [E] and envelope φ [E] of the edges, rates η [K] (the buffer of
-    :func:`register_log_rates`), weights V [S, S·K, D] (raw; softplus keeps them positive)."""
+    :func:`add_log_density_parameters`), weights V [S, S·K, D] (raw; softplus keeps them positive)."""
     rates = rates.to(length.dtype)
     g = torch.exp(-rates * (length.unsqueeze(-1) - LOG_CENTRE)) * envelope.unsqueeze(-1)  # [E, K]
     sums = element_resolved_sums(species, edge_index, g, num_species) / avg_neighbors  # [N, S·K]
@@ -115,9 +115,7 @@ class EmbeddedAtomEnergy(nn.Module):
         self.element = nn.Embedding(self.num_species, int(hidden))
         self.log_densities = bool(log_densities)
         if self.log_densities:
-            register_log_rates(self)
-            self.log_density_weights = init_log_density_weights(self.num_species, int(num_densities))
-            self.log_density_in = nn.Linear(int(num_densities), int(hidden), bias=False)
+            add_log_density_parameters(self, self.num_species, int(num_densities), int(hidden))
         self.mlp = nn.Sequential(nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:

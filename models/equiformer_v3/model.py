@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import init_log_density_weights, log_densities, register_log_rates, transformer_term
+from mlip.embedded_atom import add_log_density_parameters, log_densities, transformer_term
 from mlip.radial import GaussianBasis, PolynomialEnvelope
 from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
 
@@ -171,9 +171,7 @@ class EquiformerV3(nn.Module):
                 raise ValueError(f"log_density_embedding needs num_log_densities >= 1 and avg_neighbors > 0, "
                                  f"got {num_log_densities} and {avg_neighbors}")
             self.avg_neighbors = float(avg_neighbors)
-            register_log_rates(self)
-            self.log_density_weights = init_log_density_weights(self.num_species, int(num_log_densities))
-            self.log_density_in = nn.Linear(int(num_log_densities), channels, bias=False)
+            add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
 
     def final_readout(self) -> nn.Module:
         """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it

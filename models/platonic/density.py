@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.embedded_atom import element_resolved_sums, init_log_density_weights, log_densities, register_log_rates
+from mlip.embedded_atom import add_log_density_parameters, element_resolved_sums, log_densities
 
 
 class NeighbourDensityEmbedding(nn.Module):
@@ -38,9 +38,7 @@ class NeighbourDensityEmbedding(nn.Module):
         self.linear = nn.Linear(self.num_species * self.num_radial, channels, bias=False)
         self.log_densities = bool(log_densities)
         if self.log_densities:
-            register_log_rates(self)
-            self.log_density_weights = init_log_density_weights(self.num_species, int(num_log_densities))
-            self.log_density_in = nn.Linear(int(num_log_densities), channels, bias=False)
+            add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, no self edges), radial [E, R] → [N, S·R] (unscaled sums)."""
