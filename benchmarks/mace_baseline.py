@@ -52,6 +52,7 @@ import numpy as np
 HELPER = Path(__file__).resolve().with_name("mace_helper.py")
 MACE_NAME = "mace_baseline"
 SIZES = (256, 500)
+MACE_R_MAX = 5.0  # Å: MACE's cutoff, and the radius within which an isolated atom has no neighbour
 
 
 def mace_arguments(train: Path, work_dir: Path, e0s: str) -> list:
@@ -63,7 +64,7 @@ def mace_arguments(train: Path, work_dir: Path, e0s: str) -> list:
         "--train_file", str(train), "--valid_fraction", "0.1",
         "--energy_key", "energy", "--forces_key", "forces", "--stress_key", "stress",
         "--model", "MACE", "--num_channels", "32", "--max_L", "1", "--correlation", "3",
-        "--num_interactions", "2", "--r_max", "5.0",
+        "--num_interactions", "2", "--r_max", str(MACE_R_MAX),
         "--E0s", e0s,
         "--loss", "stress", "--energy_weight", "1", "--forces_weight", "10", "--stress_weight", "10",
         "--compute_stress", "True", "--error_table", "PerAtomRMSEstressvirials",
@@ -74,7 +75,7 @@ def mace_arguments(train: Path, work_dir: Path, e0s: str) -> list:
     ]
 
 
-def mace_e0s(kind: str, train_atoms, r_max: float = 5.0) -> str:
+def mace_e0s(kind: str, train_atoms, r_max: float = MACE_R_MAX) -> str:
     """MACE's ``--E0s`` value. ``isolated``: the labelled energies of the training set's isolated atoms
     (one atom, no neighbour within ``r_max``; the same structures ``reference_energies: isolated_atoms``
     uses), as a ``{Z: eV}`` dict. MACE needs these: its energy is E0 plus readouts of features that

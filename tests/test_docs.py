@@ -119,10 +119,10 @@ def test_readme_mace_table_matches_the_recorded_run():
     """The README's "Against MACE" table quotes ``benchmarks/mace_baseline.py``'s recorded run: parameters,
     the three test MAEs, ms per MD step at 256 and 500 atoms, and the range of the two costs vs MACE
     (the two-stage MACE's, timed in the same run as our models)."""
-    runs = {path: {m["model"]: m for m in json.loads(path.read_text())["models"]}
-            for path in {path for path, _ in MACE_ROWS.values()}}
-    for path in runs:  # both MACE runs took E0 from the training set's isolated atoms, and say so
-        assert json.loads(path.read_text())["mace_e0s"].startswith("{13: 3.28,"), path
+    records = {path: json.loads(path.read_text()) for path in {path for path, _ in MACE_ROWS.values()}}
+    for path, record in records.items():  # both MACE runs took E0 from the training set's isolated atoms, and say so
+        assert record["mace_e0s"].startswith("{13: 3.28,"), path
+    runs = {path: {m["model"]: m for m in record["models"]} for path, record in records.items()}
     text = README.read_text(encoding="utf-8")
     table = text[text.index("**Against MACE**"):]
     table = table[table.index("\n|"):table.index("\n\n", table.index("\n|"))]
