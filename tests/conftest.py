@@ -58,11 +58,12 @@ ARCHITECTURES = {
              log_density_embedding=True, avg_neighbors=8.0),
         "so3",
     ),
+    # attention to 3 Å; the embedded-atom term and the logarithmic densities to the cutoff (4 Å)
     "equiformer-v3-gate-sepnorm": (
         dict(name="equiformer_v3", lmax=2, mmax=2, channels=4, num_layers=2, num_heads=2, alpha_channels=4,
              value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=8, num_radial=6,
              activation="gate", norm="separate", embedded_atom=True, attention_cutoff=3.0,
-             embedded_atom_log_densities=True),
+             embedded_atom_log_densities=True, log_density_embedding=True, avg_neighbors=8.0),
         "so3",
     ),
     # the term alone (the first stage of the shipped recipes) with its logarithmic densities; the

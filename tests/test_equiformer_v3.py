@@ -236,8 +236,8 @@ def test_ablation_switches_change_the_model():
 def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_term():
     """With ``attention_cutoff`` r_a < r_c, the energy is exactly that of the same weights without the
     term on the graph to r_a, plus the embedded-atom term on the graph to r_c; ``attention_cutoff = r_c``
-    is the plain model; a radius above r_c, or one without the term (its far edges would reach
-    nothing), is refused with a message naming it."""
+    is the plain model; a radius above r_c, or a shorter one with neither the term nor the logarithmic
+    density embedding (its far edges would reach nothing), is refused with a message naming it."""
     from ase.build import bulk
 
     from mlip.embedded_atom import EmbeddedAtomEnergy
@@ -272,25 +272,32 @@ def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_t
     torch.testing.assert_close(per_atom(same.model, 4.5), per_atom(plain.model, 4.5), rtol=0, atol=0)
     with pytest.raises(ValueError, match="attention_cutoff"):
         create_model("equiformer_v3", cutoff=4.5, attention_cutoff=5.0, **kwargs)
-    with pytest.raises(ValueError, match="embedded_atom"):
+    with pytest.raises(ValueError, match="embedded_atom=True or log_density_embedding=True"):
         create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **{**kwargs, "embedded_atom": False})
 
 
-def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_scalars():
+@pytest.mark.parametrize("attention_cutoff", [None, 3.5])
+def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_scalars(attention_cutoff):
     """With ``log_density_embedding`` the features entering the first block differ from those of the same
     weights without the option by U · u_i in the l = 0 row only, u_i = ln(1 + σ_i/ε)/ln(1/ε) and
     σ_i = softplus(V_{Z_i})ᵀ vec(Σ_j onehot(Z_j) ⊗ φ(r_ij) exp(−η (r_ij − 2.5 Å))) / n_avg summed pair by
-    pair over ASE's neighbour list (every periodic image of a cell smaller than the cutoff), φ the
-    attention envelope; it adds V [S, S·8, D] and U [C, D] to the parameters, and bad sizes are refused."""
+    pair over ASE's neighbour list to the graph's cutoff (every periodic image of a cell smaller than the
+    cutoff), φ the envelope ending there; with ``attention_cutoff`` r_a < r_c the rest of the input is that
+    of the plain model on the graph to r_a (the densities need no embedded-atom term to reach further).
+    It adds V [S, S·8, D] and U [C, D] to the parameters, and bad sizes are refused."""
     from ase.build import bulk
     from ase.neighborlist import neighbor_list
 
+    from mlip.radial import PolynomialEnvelope
+
     cutoff, S, D, C = 4.5, 3, 5, 8
-    kwargs = dict(species=["Cu", "Au", "Ni"], cutoff=cutoff, lmax=2, mmax=1, channels=C, num_layers=1,
+    kwargs = dict(species=["Cu", "Au", "Ni"], lmax=2, mmax=1, channels=C, num_layers=1,
                   num_heads=2, num_radial=6, seed=2)
-    plain = create_model("equiformer_v3", **kwargs).double()
-    with_log = create_model("equiformer_v3", log_density_embedding=True, num_log_densities=D, avg_neighbors=10.0,
-                            **kwargs).double()
+    # the plain model on the attention graph: to r_a when the densities reach further
+    plain = create_model("equiformer_v3", cutoff=attention_cutoff or cutoff, **kwargs).double()
+    with_log = create_model("equiformer_v3", cutoff=cutoff, attention_cutoff=attention_cutoff,
+                            log_density_embedding=True, num_log_densities=D, avg_neighbors=10.0, **kwargs).double()
+    assert with_log.model.attention_cutoff == (attention_cutoff or cutoff)
     assert with_log.num_parameters() == plain.num_parameters() + S * S * 8 * D + D * C
     missing, unexpected = plain.model.load_state_dict(with_log.model.state_dict(), strict=False)
     assert not missing and sorted(unexpected) == ["log_density_in.weight", "log_density_weights"]
@@ -300,10 +307,10 @@ def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_sca
     atoms.symbols[2] = "Ni"
     atoms.rattle(0.1, seed=4)
     species = torch.tensor([kwargs["species"].index(s) for s in atoms.get_chemical_symbols()])
-    g = mlip.batch_atoms([atoms], cutoff, dtype=DTYPE)
-    vec = mlip.edge_vectors(g.positions, g.cell, g.batch, g.edge_index, g.shifts)
 
-    def block_input(model):
+    def block_input(model, graph_cutoff):
+        g = mlip.batch_atoms([atoms], graph_cutoff, dtype=DTYPE)
+        vec = mlip.edge_vectors(g.positions, g.cell, g.batch, g.edge_index, g.shifts)
         seen = []
         handle = model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].detach()))
         with torch.no_grad():
@@ -311,16 +318,18 @@ def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_sca
         handle.remove()
         return seen[0], energies
 
-    x_log, e_log = block_input(with_log.model)
-    x_plain, e_plain = block_input(plain.model)
+    x_log, e_log = block_input(with_log.model, cutoff)
+    x_plain, e_plain = block_input(plain.model, plain.model.cutoff)
 
     rates = torch.tensor([1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0], dtype=DTYPE)
     ii, jj, dd = neighbor_list("ijd", atoms, cutoff)
     assert len(ii) > 12 * len(atoms)  # images of the 4-atom cell are counted
+    assert (dd > 3.5).sum() >= 6 * len(atoms)  # the second shell lies between r_a and r_c
+    envelope = PolynomialEnvelope(cutoff)
     positive = torch.zeros(len(atoms), S, 8, dtype=DTYPE)
     for a, b, d in zip(ii, jj, dd):
         r = torch.tensor(d, dtype=DTYPE)
-        positive[a, int(species[b])] += torch.exp(-rates * (r - 2.5)) * with_log.model.envelope(r)
+        positive[a, int(species[b])] += torch.exp(-rates * (r - 2.5)) * envelope(r)
     model = with_log.model
     with torch.no_grad():
         for i in range(len(atoms)):
@@ -333,4 +342,4 @@ def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_sca
     assert (e_log - e_plain).abs().max() > 1e-6  # and it reaches the energy
     for bad in (dict(num_log_densities=0), dict(avg_neighbors=0.0)):
         with pytest.raises(ValueError, match="log_density_embedding"):
-            create_model("equiformer_v3", log_density_embedding=True, **kwargs, **bad)
+            create_model("equiformer_v3", cutoff=cutoff, log_density_embedding=True, **kwargs, **bad)

@@ -78,14 +78,15 @@ class EquiformerV3(nn.Module):
         embedded_atom_log_densities: the term also sees its logarithmic positive densities
             (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
         attention_cutoff: radius (Å) of the edge-degree embedding and attention, at most ``cutoff``;
-            ``None`` means ``cutoff``. With ``embedded_atom`` on, a smaller value lets the cheap term
-            reach further than the SO(2) convolutions, whose cost is per edge: the neighbour graph and
-            the term extend to ``cutoff``, attention uses only the edges shorter than
-            ``attention_cutoff`` (its envelope and radial basis end there, so the energy stays smooth).
+            ``None`` means ``cutoff``. With ``embedded_atom`` or ``log_density_embedding`` on, a
+            smaller value lets their cheap per-atom sums reach further than the SO(2) convolutions,
+            whose cost is per edge: the neighbour graph, the term and the logarithmic densities extend
+            to ``cutoff``, attention uses only the edges shorter than ``attention_cutoff`` (its envelope
+            and radial basis end there, so the energy stays smooth).
         log_density_embedding: add U · u_i to every atom's initial l = 0 features, u_i [D] the positive
             exponential neighbour densities of :func:`mlip.embedded_atom.log_densities` on a logarithmic
-            scale (over the attention edges, with the attention envelope; U a bias-free D → C map;
-            off in the paper). The edge-degree embedding already gives the l = 0 channels linear sums
+            scale (over every edge of the graph, to ``cutoff``, with an envelope that ends there; U a
+            bias-free D → C map; off in the paper). The edge-degree embedding already gives the l = 0 channels linear sums
             over the neighbours; EMT's energy is a function of the logarithm of such a density, which
             varies by orders of magnitude between a dimer and a bulk atom. Rotation invariant, so the
             model stays equivariant.
@@ -122,8 +123,11 @@ class EquiformerV3(nn.Module):
         avg_neighbors: float = 32.0,
     ):
         super().__init__()
-        attention_cutoff = resolve_attention_cutoff(attention_cutoff, float(cutoff), embedded_atom, "embedded_atom=True")
-        #: radius of attention (Å); edges between it and ``cutoff`` feed only the embedded-atom term
+        attention_cutoff = resolve_attention_cutoff(attention_cutoff, float(cutoff),
+                                                    embedded_atom or log_density_embedding,
+                                                    "embedded_atom=True or log_density_embedding=True")
+        #: radius of attention (Å); edges between it and ``cutoff`` feed only the embedded-atom term and
+        #: the logarithmic densities
         self.cutoff = float(cutoff)
         self.attention_cutoff = self.cutoff if attention_cutoff is None else attention_cutoff
         if not 0 <= mmax <= lmax:
@@ -172,6 +176,7 @@ class EquiformerV3(nn.Module):
                                  f"got {num_log_densities} and {avg_neighbors}")
             self.avg_neighbors = float(avg_neighbors)
             add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
+            self.log_density_envelope = PolynomialEnvelope(self.cutoff, envelope_exponent)  # ends at the graph's cutoff
 
     def final_readout(self) -> nn.Module:
         """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it
@@ -196,17 +201,19 @@ class EquiformerV3(nn.Module):
         edge_vectors [E, 3] (r_j − r_i + shift) → per-atom energies [N]."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
-        # the term over every edge of the graph (to `cutoff`), before attention_cutoff filters them
+        # the term and the logarithmic densities over every edge of the graph (to `cutoff`), before
+        # attention_cutoff filters them
         e_atom = self.embedded_atom(species, edge_index, edge_vectors) if self.embedded_atom is not None else None
+        scalars = self.embedding(species).to(dtype)  # [N, C], the l = 0 features
+        if self.log_density_embedding:
+            length = edge_vectors.norm(dim=-1)
+            u = log_densities(species, edge_index, length, self.log_density_envelope(length), self.log_rates,
+                              self.log_density_weights, self.num_species, self.avg_neighbors)  # [N, D]
+            scalars = scalars + self.log_density_in(u)
         if self.attention_cutoff < self.cutoff:
             edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         rbf, envelope, wigner = self.edge_features(edge_vectors)
         x = edge_vectors.new_zeros((n, self.num_coefficients, self.channels))
-        scalars = self.embedding(species).to(dtype)  # [N, C], the l = 0 features
-        if self.log_density_embedding:
-            u = log_densities(species, edge_index, edge_vectors.norm(dim=-1), envelope, self.log_rates,
-                              self.log_density_weights, self.num_species, self.avg_neighbors)  # [N, D]
-            scalars = scalars + self.log_density_in(u)
         x = torch.cat([scalars[:, None, :], x[:, 1:, :]], dim=1)
         x = x + self.edge_degree(edge_index, species, rbf, envelope, wigner, n)
         for block in self.blocks:
