@@ -151,7 +151,9 @@ HOUR_RUN = ROOT / "benchmarks" / "results" / "equiformer-v3-hour-2026-12-02.json
 HOUR_ROWS = {
     "gate, energy weight 5, 11 + 3 epochs": "gate, energy weight 5, 11 + 3 epochs",
     "gate, energy weight 5, 11 + 6 epochs": "gate, energy weight 5, 11 + 6 epochs",
-    "**gate, energy weight 20, 11 + 6 epochs (the example files)**": "gate, energy weight 20, 11 + 6 epochs",
+    "gate, energy weight 20, 11 + 6 epochs": "gate, energy weight 20, 11 + 6 epochs",
+    "**the same with logarithmic densities to 6 Å, attention 5 Å (the example files)**":
+        "gate, energy weight 20, 11 + 6 epochs, log densities to 6 Å, attention 5 Å",
 }
 
 
