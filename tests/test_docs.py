@@ -152,8 +152,10 @@ HOUR_ROWS = {
     "gate, energy weight 5, 11 + 3 epochs": "gate, energy weight 5, 11 + 3 epochs",
     "gate, energy weight 5, 11 + 6 epochs": "gate, energy weight 5, 11 + 6 epochs",
     "gate, energy weight 20, 11 + 6 epochs": "gate, energy weight 20, 11 + 6 epochs",
-    "**the same with logarithmic densities to 6 Å, attention 5 Å (the example files)**":
+    "the same with logarithmic densities to 6 Å, attention 5 Å":
         "gate, energy weight 20, 11 + 6 epochs, log densities to 6 Å, attention 5 Å",
+    "**the same, 11 + 10 epochs (the example files)**":
+        "gate, energy weight 20, 11 + 10 epochs, log densities to 6 Å, attention 5 Å",
 }
 
 
