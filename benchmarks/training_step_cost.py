@@ -1,8 +1,8 @@
 """Training-step cost of a recipe's stage-1 model against its size and optional settings, side by side.
 
     OMP_NUM_THREADS=1 python benchmarks/training_step_cost.py --train emt-train.xyz       # the Platonic sizes
-    OMP_NUM_THREADS=2 python benchmarks/training_step_cost.py --train emt-train.xyz --recipe equiformer_v3-hour \
-        --steps 20 --warmup 5 --rounds 3
+    OMP_NUM_THREADS=2 python benchmarks/training_step_cost.py --train emt-train.xyz \
+        --recipe equiformer_v3-hour --steps 20 --warmup 5 --rounds 3
 
 Each row is the recipe's stage-1 config (``--recipe platonic``: ``examples/train_platonic_emt.yaml``, the
 earlier Platonic stage 1; ``equiformer_v3-hour``: ``examples/train_equiformer_v3_emt_hour.yaml``) with its
@@ -55,7 +55,8 @@ RECIPES = {
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", default="emt-train.xyz", help="training extxyz (batches of the first epoch's order are timed)")
+    parser.add_argument("--train", default="emt-train.xyz",
+                        help="training extxyz (batches of the first epoch's order are timed)")
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="platonic")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per size and round")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before them")

@@ -296,7 +296,8 @@ def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_sca
     # the plain model on the attention graph: to r_a when the densities reach further
     plain = create_model("equiformer_v3", cutoff=attention_cutoff or cutoff, **kwargs).double()
     with_log = create_model("equiformer_v3", cutoff=cutoff, attention_cutoff=attention_cutoff,
-                            log_density_embedding=True, num_log_densities=D, avg_neighbors=10.0, **kwargs).double()
+                            log_density_embedding=True, num_log_densities=D, avg_neighbors=10.0,
+                            **kwargs).double()
     assert with_log.model.attention_cutoff == (attention_cutoff or cutoff)
     assert with_log.num_parameters() == plain.num_parameters() + S * S * 8 * D + D * C
     missing, unexpected = plain.model.load_state_dict(with_log.model.state_dict(), strict=False)

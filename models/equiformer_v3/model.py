@@ -86,10 +86,10 @@ class EquiformerV3(nn.Module):
         log_density_embedding: add U · u_i to every atom's initial l = 0 features, u_i [D] the positive
             exponential neighbour densities of :func:`mlip.embedded_atom.log_densities` on a logarithmic
             scale (over every edge of the graph, to ``cutoff``, with an envelope that ends there; U a
-            bias-free D → C map; off in the paper). The edge-degree embedding already gives the l = 0 channels linear sums
-            over the neighbours; EMT's energy is a function of the logarithm of such a density, which
-            varies by orders of magnitude between a dimer and a bulk atom. Rotation invariant, so the
-            model stays equivariant.
+            bias-free D → C map; off in the paper). The edge-degree embedding already gives the l = 0
+            channels linear sums over the neighbours; EMT's energy is a function of the logarithm of
+            such a density, which varies by orders of magnitude between a dimer and a bulk atom.
+            Rotation invariant, so the model stays equivariant.
         num_log_densities: D of ``log_density_embedding``.
         avg_neighbors: divides the sums of ``log_density_embedding`` to keep them O(1).
     """
@@ -176,7 +176,8 @@ class EquiformerV3(nn.Module):
                                  f"got {num_log_densities} and {avg_neighbors}")
             self.avg_neighbors = float(avg_neighbors)
             add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
-            self.log_density_envelope = PolynomialEnvelope(self.cutoff, envelope_exponent)  # ends at the graph's cutoff
+            # the densities' envelope ends at the graph's cutoff
+            self.log_density_envelope = PolynomialEnvelope(self.cutoff, envelope_exponent)
 
     def final_readout(self) -> nn.Module:
         """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it
