@@ -6,7 +6,7 @@
 A smaller batch gives more optimizer steps per epoch; what it costs is the time per epoch, which this
 measures: ``benchmarks/ablations.py``'s ``seconds_per_step`` (the trainer's step: forward, forces, stress,
 backward and AdamW, on the batches its first epoch starts with, scaled to the training set's mean atoms
-per batch) times the number of batches in the 90 % training split, in alternating rounds. Validation
+per batch) times the number of batches in ``mlip train``'s training split, in alternating rounds. Validation
 passes are not included. Prints the median minutes per epoch of each batch size and its ratio to the
 recipe's own batch size.
 """
@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ablations import seconds_per_step  # noqa: E402
 
 from mlip.data import read_dataset  # noqa: E402
+from mlip.training import TrainConfig  # noqa: E402
+from mlip.training.trainer import _split  # noqa: E402
 from mlip.yaml_io import read_yaml  # noqa: E402
 
 
@@ -40,8 +42,10 @@ def main(argv=None) -> int:
     if any(b < 1 for b in args.batch_sizes):
         parser.error(f"batch sizes must be positive, got {args.batch_sizes}")
     base = read_yaml(args.config, "training config")
-    samples = list(read_dataset(args.train))
-    n_train = int(len(samples) * (1 - float(base.get("data", {}).get("valid_fraction", 0.1))))
+    config = TrainConfig.from_dict(dict(base, data=dict(base.get("data") or {}, train=args.train)))
+    # mlip train's own split (by structure group), as benchmarks/ablations.py uses it
+    samples, _ = _split(list(read_dataset(args.train)), config.data.valid_fraction, config.seed)
+    n_train = len(samples)
     minutes = {b: [] for b in args.batch_sizes}
     for r in range(args.rounds):
         for b in (args.batch_sizes if r % 2 == 0 else args.batch_sizes[::-1]):
@@ -49,7 +53,7 @@ def main(argv=None) -> int:
             steps = max(5, args.structures // b)
             minutes[b].append(seconds_per_step(cfg, samples, steps, n_warmup=5) * math.ceil(n_train / b) / 60)
         print(f"round {r + 1}/{args.rounds} done", flush=True)
-    own = int(base.get("batch_size", args.batch_sizes[0]))
+    own = config.batch_size
     reference = float(np.median(minutes[own])) if own in minutes else None
     print(f"\n{args.config}: {n_train} training structures; minutes per epoch (training steps only)")
     for b, values in minutes.items():

@@ -52,13 +52,13 @@ def main(argv=None) -> int:
     rows = []
     for s in structures:
         print(f"\n{s}")
-        first = float(np.median(times[names[0], s]))
+        first_ms = 1e3 * float(np.median(times[names[0], s]))
         for m in names:
             ms = 1e3 * float(np.median(times[m, s]))
             spread = 1e3 * (max(times[m, s]) - min(times[m, s]))
             rows.append({"model": m, "structure": s, "ms_per_step": ms, "rounds_ms": [1e3 * t for t in times[m, s]],
-                         f"vs_{names[0]}": ms / (1e3 * first)})
-            print(f"  {m:<40} {ms:9.1f} ms (rounds differ by {spread:.1f})  {ms / (1e3 * first):6.3f}x {names[0]}")
+                         f"vs_{names[0]}": ms / first_ms})
+            print(f"  {m:<40} {ms:9.1f} ms (rounds differ by {spread:.1f})  {ms / first_ms:6.3f}x {names[0]}")
     if args.json:
         Path(args.json).write_text(json.dumps({"threads": args.threads, "torch": torch.__version__,
                                                "rounds": args.rounds, "repeats": args.repeats, "rows": rows},
