@@ -20,8 +20,9 @@ from mlip.potential import Potential
 from mlip.version import __version__
 
 FORMAT = "mlip-checkpoint"
-#: 2 adds ``isolated_reference``; files without it are still written as version 1 (older packages read them)
-FORMAT_VERSION = 2
+#: 2 adds ``isolated_reference``, 3 ``repulsion``; a file is written with the lowest version that describes it
+#: (older packages read the files they can evaluate correctly and refuse the others)
+FORMAT_VERSION = 3
 HEADER_KEY = "mlip"
 
 
@@ -33,7 +34,7 @@ def checkpoint_header(potential: Potential) -> dict:
     """The JSON header describing ``potential``."""
     header = {
         "format": FORMAT,
-        "format_version": 2 if potential.isolated_reference else 1,
+        "format_version": 3 if potential.repulsion is not None else 2 if potential.isolated_reference else 1,
         "package_version": __version__,
         "architecture": potential.architecture,
         "hyperparameters": potential.hyperparameters,
@@ -47,6 +48,8 @@ def checkpoint_header(potential: Potential) -> dict:
     }
     if potential.isolated_reference:  # a package that ignored it would give wrong energies: version 2
         header["isolated_reference"] = True
+    if potential.repulsion is not None:  # the same for the repulsion term: version 3
+        header["repulsion"] = potential.repulsion.config()
     return header
 
 
@@ -165,6 +168,7 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
             cutoff=header["cutoff"],
             reference_energies=header["reference_energies"],
             scale=header["scale"],
+            repulsion=header.get("repulsion"),  # written before the term existed: none
             **{**legacy, **header["hyperparameters"]},
         )
     except (ValueError, TypeError) as err:

@@ -10,6 +10,7 @@ from torch import nn
 
 from mlip.elements import to_atomic_numbers, to_symbols
 from mlip.graph import AtomicGraph, edge_vectors, vector_times_matrix
+from mlip.repulsion import build_repulsion
 from mlip.scatter import scatter_sum
 
 MAX_Z = 119
@@ -18,7 +19,8 @@ MAX_Z = 119
 class Potential(nn.Module):
     """Wraps an energy model into a potential energy surface.
 
-    Per-atom energy  E_i = scale · model_i + E_ref[Z_i];  total energy E = Σ_i E_i per structure;
+    Per-atom energy  E_i = scale · model_i + E_ref[Z_i] (+ the short-range repulsion's share
+    E_rep,i when one is declared);  total energy E = Σ_i E_i per structure;
     with ``isolated_reference`` the reference energies are isolated-atom energies and the model's
     own output for an atom with no neighbours is subtracted,  E_i = E_ref[Z_i] + scale · (model_i −
     model_iso[Z_i]),  so an isolated atom has exactly its reference energy (the dissociation limit)
@@ -40,6 +42,9 @@ class Potential(nn.Module):
         scale: multiplies the model output (eV).
         metadata: JSON-serialisable provenance stored in checkpoints.
         isolated_reference: ``reference_energies`` are isolated-atom energies, matched exactly (above).
+        repulsion: a declared short-range repulsion term (:func:`mlip.repulsion.build_repulsion`:
+            ``"zbl"``, a mapping with its switch radii, or ``None`` for none), added to the model's
+            energy whatever its weights, so atoms pushed together repel.
     """
 
     def __init__(
@@ -53,6 +58,7 @@ class Potential(nn.Module):
         scale: float = 1.0,
         metadata: Optional[dict] = None,
         isolated_reference: bool = False,
+        repulsion=None,
     ):
         super().__init__()
         numbers = to_atomic_numbers(species)
@@ -77,6 +83,12 @@ class Potential(nn.Module):
         #: reference energies are isolated-atom energies, reproduced exactly (see the class docstring)
         self.isolated_reference = bool(isolated_reference)
         self._isolated_cache: Optional[tuple] = None  # (key, model_iso) for frozen weights
+        #: the short-range repulsion term (a module with ``config()``), or None
+        self.repulsion = build_repulsion(repulsion, numbers)
+        if self.repulsion is not None and self.repulsion.max_range() > self.cutoff:
+            raise ValueError(
+                f"the repulsion term reaches {self.repulsion.max_range():.2f} Å, beyond the cutoff {self.cutoff} Å"
+            )
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -176,6 +188,8 @@ class Potential(nn.Module):
             vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
             model_energy = self.model(species, graph.edge_index, vec, graph.batch, n_graphs)
             energies = model_energy * self.scale.to(dtype) + self.per_element_offsets(dtype)[species]
+            if self.repulsion is not None:
+                energies = energies + self.repulsion(species, graph.edge_index, vec)
             energy = scatter_sum(energies, graph.batch, n_graphs)
             out: Dict[str, torch.Tensor] = {"energy": energy, "energies": energies}
             if need_grad:

@@ -59,6 +59,7 @@ def create_model(
     reference_energies: Optional[Sequence[float]] = None,
     scale: float = 1.0,
     seed: Optional[int] = None,
+    repulsion="zbl",
     **hyperparameters,
 ) -> Potential:
     """Build a :class:`mlip.Potential` around a freshly initialised model.
@@ -70,6 +71,9 @@ def create_model(
         reference_energies: per-element energies (eV) added to every atom, in ``species`` order.
         scale: factor on the model's per-atom output (eV).
         seed: if given, initialise the weights from this seed (same seed → same weights).
+        repulsion: the short-range repulsion term added to every model (``"zbl"``: the switched
+            ZBL screened nuclear repulsion of :mod:`mlip.repulsion`; a mapping ``{kind: zbl, inner:
+            ..., outer: ...}`` for other switch radii; ``None`` for none).
         **hyperparameters: architecture hyperparameters; unknown names raise ``TypeError``.
     """
     defaults = default_hyperparameters(name)
@@ -98,6 +102,7 @@ def create_model(
         hyperparameters=hp,
         reference_energies=reference_energies,
         scale=scale,
+        repulsion=repulsion,
     )
 
 

@@ -19,10 +19,15 @@
   magic clusters (icosahedra, cuboctahedra, octahedra, decahedra; 7–55 atoms), no cell,
   ``pbc = False`` and no stress label. In EMT an isolated atom lies 3–6 eV above its bulk energy: a
   model trained on bulk alone gets clusters and surfaces badly wrong.
+* ``compressed``: pairs pushed closer than any other category allows, so a model learns the rising
+  wall of the repulsion: dimers, trimers (one compressed pair and a third atom at a bonding distance)
+  and fcc cells with one atom moved towards a neighbour, each compressed pair at a distance between
+  0.6 × the sum of the pair's covalent radii (ASE's table) and the shortest distance of the other
+  categories.
 
 Periodic cells have 4–64 atoms; lattice constants start at EMT's own fcc equilibrium
 (:data:`EMT_FCC_LATTICE`; bcc/hcp at the same volume per atom, ideal c/a; alloys by Vegard's law);
-no two atoms are closer than 1.8 Å. Labels are EMT's energy (eV), forces (eV/Å) and, for cells with a
+outside ``compressed`` no two atoms are closer than 1.8 Å. Labels are EMT's energy (eV), forces (eV/Å) and, for cells with a
 3-D cell (bulk and slabs: the virial over the whole cell, vacuum included), stress (eV/Å³, ASE sign).
 Positions are rounded to the 8 decimals the extxyz file stores *before* labelling, so the file's labels
 are exactly EMT's on the file's positions.
@@ -71,13 +76,17 @@ ELEMENTS = ("Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt")
 #: EMT's equilibrium fcc lattice constants (Å), minimised with ASE 3.29's EMT (stress < 5e-5 eV/Å³).
 EMT_FCC_LATTICE = {"Al": 3.9943, "Cu": 3.5898, "Ag": 4.0636, "Au": 4.0562, "Ni": 3.4871, "Pd": 3.8787,
                    "Pt": 3.9218}
-CATEGORIES = ("crystal", "ordered_alloy", "random_alloy", "vacancy", "surface", "md", "cluster")
+#: a category added later goes at the end: structure k of a category depends on the category's index
+CATEGORIES = ("crystal", "ordered_alloy", "random_alloy", "vacancy", "surface", "md", "cluster", "compressed")
 DEFAULT_COUNTS = {"crystal": 350, "ordered_alloy": 350, "random_alloy": 550, "vacancy": 300, "surface": 550,
-                  "md": 600, "cluster": 300}
+                  "md": 600, "cluster": 300, "compressed": 120}
 SMALL_COUNTS = {"crystal": 4, "ordered_alloy": 5, "random_alloy": 3, "vacancy": 2, "surface": 3, "md": 4,
-                "cluster": 4}
+                "cluster": 4, "compressed": 3}
 MIN_DISTANCE = 1.8
 MIN_NN_FRACTION = 0.75  # of the pair's mean EMT nearest-neighbour distance (Au–Au ≥ 2.15 Å, Ni–Ni ≥ 1.85 Å)
+#: the shortest compressed pair, as a fraction of the sum of the two covalent radii
+COMPRESSED_FRACTION = 0.6
+COMPRESSED_KINDS = ("dimer", "trimer", "fcc-pair")
 MIN_ATOMS, MAX_ATOMS = 4, 64
 MD_FRAMES_PER_TRAJECTORY = 5
 IDEAL_EVERY = 6
@@ -499,6 +508,57 @@ def _build_cluster(rng, k: int):
     return _retry(build, rng, name), {"prototype": name}
 
 
+def _pair_limit(a: str, b: str) -> float:
+    """The shortest distance :func:`_min_distance_ok` allows between elements a and b."""
+    nn = 0.5 * (EMT_FCC_LATTICE[a] + EMT_FCC_LATTICE[b]) / math.sqrt(2.0)
+    return max(MIN_DISTANCE, MIN_NN_FRACTION * nn)
+
+
+def _compressed_distance(rng, a: str, b: str) -> float:
+    """A distance between COMPRESSED_FRACTION × (R_a + R_b) and the shortest one other categories allow."""
+    from ase.data import atomic_numbers, covalent_radii
+
+    shortest = COMPRESSED_FRACTION * (covalent_radii[atomic_numbers[a]] + covalent_radii[atomic_numbers[b]])
+    return float(rng.uniform(shortest, _pair_limit(a, b)))
+
+
+def _random_direction(rng) -> np.ndarray:
+    v = rng.normal(size=3)
+    return v / np.linalg.norm(v)
+
+
+def _build_compressed(rng, k: int):
+    """One structure with a compressed pair (atoms 0 and 1): a dimer, a trimer or an fcc cell."""
+    from ase import Atoms
+
+    kind = COMPRESSED_KINDS[k % len(COMPRESSED_KINDS)]
+    a, b = (_pick_elements(rng, 1) * 2) if rng.random() < 0.5 else _pick_elements(rng, 2)
+    d = _compressed_distance(rng, a, b)
+    if kind == "fcc-pair":
+        lattice = _vegard([a, b]) * float(rng.uniform(0.98, 1.03))
+        atoms = _lattice("fcc", lattice, rng, primitive=False)
+        atoms = atoms.repeat((2, 1, 1) if rng.random() < 0.5 else (1, 1, 1))
+        symbols = [a, b] + [a if rng.random() < 0.5 else b for _ in range(len(atoms) - 2)]
+        atoms.set_chemical_symbols(symbols)
+        # Move atom 0 along the bond to its nearest neighbour, atom 1 (at the cell's face centre).
+        bond = atoms.get_distance(0, 1, mic=True, vector=True)
+        atoms.positions[0] += bond * (1.0 - d / np.linalg.norm(bond))
+        atoms.positions += rng.normal(0.0, 0.02, size=atoms.positions.shape) * (np.arange(len(atoms)) >= 2)[:, None]
+        return atoms, {"prototype": kind, "_rattle": 0.02, "_strain": 0.0}
+    positions = [np.zeros(3), _random_direction(rng) * d]
+    symbols = [a, b]
+    if kind == "trimer":
+        c = _pick_elements(rng, 1)[0]
+        third = positions[int(rng.integers(2))] + _random_direction(rng) * _vegard([c]) / math.sqrt(2.0)
+        if min(np.linalg.norm(third - p) for p in positions) < 0.8 * _pair_limit(a, c):
+            third = positions[1] + (positions[1] - positions[0]) / d * _vegard([c]) / math.sqrt(2.0)
+        positions.append(third)
+        symbols.append(c)
+    atoms = Atoms(symbols, positions=np.array(positions))
+    atoms.positions -= atoms.positions.mean(axis=0)
+    return atoms, {"prototype": kind, "_rattle": 0.0, "_strain": 0.0}
+
+
 # -------------------------------------------------------------------------------------------- MD
 def _md_trajectory(rng, n_frames: int, traj: int) -> List:
     """Labelled snapshots of one short Langevin run (EMT) of a bulk cell or slab."""
@@ -626,6 +686,8 @@ def generate_emt_dataset(
                 rng = _rng(seed, category, k)
                 if category == "cluster":
                     atoms, meta = _build_cluster(rng, k)
+                elif category == "compressed":
+                    atoms, meta = _build_compressed(rng, k)
                 else:
                     atoms, meta = builders[category](rng, k)
                 info = {
