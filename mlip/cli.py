@@ -576,7 +576,7 @@ def cmd_train(args) -> int:
         config.out_dir = args.out_dir
     print(f"training {config.model['name']} on {config.data.train} -> {config.out_dir}/"
           + (" (resuming)" if args.resume else ""), flush=True)
-    result = train(config, resume=args.resume, progress=not args.no_progress)
+    result = train(config, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite)
     last = result.history[-1] if result.history else {}
     print(f"done: {result.epochs_run} epochs; best: {result.best}; last: {result.last}")
     for key in ("valid_energy_mae_meV_per_atom", "valid_forces_mae_meV_per_A", "valid_stress_mae_meV_per_A3"):
@@ -772,9 +772,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a model on energies, forces and stresses (YAML config)")
     p.add_argument("config", metavar="CONFIG.yaml", help="model, data, loss, optimizer, epochs, ... (see mlip.training)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/train_state.safetensors")
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/train_state.safetensors "
+                   "(only epochs, max_minutes, out_dir and device may differ from the run's config)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier run in OUT_DIR (its checkpoints, metrics and state are deleted)")
     p.add_argument("--out-dir", default=None, help="override the config's out_dir")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (the line per epoch remains)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("eval", help="errors of a model on labelled data (MAE/RMSE, per element, parity plot)")
