@@ -188,12 +188,9 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
     for k, v in tensors.items():
         if v.is_floating_point() and not bool(torch.isfinite(v).all()):
             raise CheckpointError(f"{path}: tensor {k!r} contains NaN or inf")
-    # Take the stored tensors as they are (assign=True keeps their dtype: bit-identical results),
-    # after casting the derived, non-stored buffers to the precision of the stored parameters.
-    param_names = {name for name, _ in potential.named_parameters()}
-    param_dtypes = {tensors[k].dtype for k in param_names if tensors[k].is_floating_point()}
-    if len(param_dtypes) == 1:
-        potential.to(param_dtypes.pop())
+    # Take the stored tensors as they are (assign=True keeps their dtype: bit-identical results) and
+    # the derived, non-stored constants as create_model built them (float64: they follow the model
+    # when it is cast, e.g. by a calculator, and a float64 copy of it gets them unrounded).
     potential.load_state_dict(tensors, strict=True, assign=True)
     # The header repeats species and reference energies in readable form: they must agree.
     if potential.species != list(header["species"]):
