@@ -1,7 +1,10 @@
 """Save → load → evaluate is bit-identical in float64 and float32; derived constants (S² grid
-matrices, radial frequencies and centres, layer-norm weights) survive dtype casts exactly."""
+matrices, radial frequencies and centres, layer-norm weights) survive dtype casts exactly; files
+written atomically get the user's normal permissions (0666 minus the umask)."""
 
 import copy
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ import torch
 import mlip
 from mlip import pretrained
 from mlip.checkpoint import save_potential
+from mlip.workflows.json_io import write_json
 
 from conftest import build_potential, triclinic_crystal
 
@@ -66,3 +70,33 @@ def test_cast_to_float32_and_back_restores_derived_constants_exactly(arch):
 def test_shipped_models_keep_float64_derived_constants(name):
     constants = derived_constants(pretrained.load(name))
     assert constants and all(value.dtype == torch.float64 for value in constants.values())
+
+
+@pytest.fixture(params=[0o022, 0o077], ids=["umask022", "umask077"])
+def umask(request):
+    previous = os.umask(request.param)
+    try:
+        yield request.param
+    finally:
+        os.umask(previous)
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_checkpoint_gets_the_umask_permissions(umask, tmp_path):
+    potential = build_potential("embedded-atom")
+    path = save_potential(potential, tmp_path / "model.safetensors")
+    assert mode(path) == 0o666 & ~umask  # 0644 under umask 022: safetensors alone writes 0600
+    save_potential(potential, path)  # overwriting too
+    assert mode(path) == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_json_gets_the_umask_permissions(umask, tmp_path, compress):
+    path = tmp_path / ("out.json.gz" if compress else "out.json")
+    write_json(path, {"a": 1}, compress=compress)
+    assert mode(path) == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
