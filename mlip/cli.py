@@ -45,8 +45,38 @@ def _fmt_value(value) -> str:
         return str(value)
 
 
-def _read_structure(path: str, index: int = -1):
-    """Read one frame of any ASE-readable file and check it can be evaluated."""
+def _format_label(path: Path, format: Optional[str]) -> str:
+    """``format cif, from --format``, ``format cif, guessed from the file`` or ``format unknown ...``."""
+    if format:
+        return f"format {format}, from --format"
+    from ase.io.formats import filetype, ioformats
+
+    try:
+        guessed = filetype(str(path))
+    except Exception:  # ASE cannot tell the format either
+        guessed = None
+    if guessed not in ioformats:  # filetype returns unknown extensions such as "txt" as they are
+        return "format unknown; name it with --format"
+    return f"format {guessed}, guessed from the file"
+
+
+def _count_frames(path: Path, format: Optional[str]) -> Optional[int]:
+    """Number of frames of a structure file, or None when it cannot be read through."""
+    import ase.io
+
+    try:
+        return sum(1 for _ in ase.io.iread(str(path), index=":", format=format))
+    except Exception:  # the file is unreadable: the caller reports the reader's own error
+        return None
+
+
+def _read_structure(path: str, index: int = -1, format: Optional[str] = None):
+    """Read one frame of any ASE-readable file and check it can be evaluated.
+
+    Errors name the file, the format (given or guessed) and what is wrong; an ``index`` outside the
+    file is refused with the number of frames (ASE itself would stop with an empty StopIteration
+    or, for negative indices, quietly return the first frame).
+    """
     import ase.io
     from ase import Atoms
 
@@ -57,16 +87,35 @@ def _read_structure(path: str, index: int = -1):
         raise CLIError(f"structure file {path!r} does not exist")
     if p.is_dir():
         raise CLIError(f"structure file {path!r} is a directory")
+    if format is not None:
+        from ase.io.formats import ioformats
+
+        if format not in ioformats:
+            raise CLIError(f"--format {format!r} is not a format ASE knows (e.g. cif, extxyz, vasp, traj)")
+
+    def out_of_range(n_frames: int) -> CLIError:
+        if n_frames == 0:
+            return CLIError(f"{path}: the file holds no structure")
+        plural = "" if n_frames == 1 else "s"
+        return CLIError(f"{path}: frame {index} requested but the file has {n_frames} frame{plural}")
+
     try:
-        atoms = ase.io.read(str(p), index=index)
+        atoms = ase.io.read(str(p), index=index, format=format)
     except KeyError as err:
         # ASE raises KeyError for symbols that are not chemical elements (e.g. "Xx").
-        raise CLIError(f"cannot read structure file {path!r}: unknown element or field {err}") from None
-    except IndexError:
-        raise CLIError(f"structure file {path!r} has no frame with index {index}") from None
-    except Exception as err:  # ASE raises many types for malformed files
-        msg = str(err) or type(err).__name__
-        raise CLIError(f"cannot read structure file {path!r}: {msg}") from None
+        where = f"structure file {path!r} ({_format_label(p, format)})"
+        raise CLIError(f"cannot read {where}: unknown element or field {err}") from None
+    except Exception as err:  # ASE raises many types for malformed files (AssertionError, ...)
+        if isinstance(err, (IndexError, StopIteration)):
+            n_frames = _count_frames(p, format)
+            if n_frames is not None and not -n_frames <= index < n_frames:
+                raise out_of_range(n_frames) from None
+        msg = f"{type(err).__name__}: {err}" if str(err) else f"the reader failed with {type(err).__name__}"
+        raise CLIError(f"cannot read structure file {path!r} ({_format_label(p, format)}): {msg}") from None
+    if index < -1:  # ASE returns the first frame for a negative index beyond the file's start
+        n_frames = _count_frames(p, format)
+        if n_frames is not None and index < -n_frames:
+            raise out_of_range(n_frames)
     if not isinstance(atoms, Atoms):
         raise CLIError(
             f"cannot read structure file {path!r}: expected one structure, got {type(atoms).__name__}"
@@ -246,7 +295,7 @@ def cmd_relax(args) -> int:
 
     from mlip.workflows.relax import relax
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     calc, label = _load_model(args.model, args.device, args.dtype)
     _check_species(atoms, calc, args.structure)
     output = Path(args.output) if args.output else Path(f"{Path(args.structure).stem}_relaxed.extxyz")
@@ -305,7 +354,7 @@ def cmd_relax(args) -> int:
 def cmd_md(args) -> int:
     from mlip.workflows.md import run_md, save_energy_plot
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     if args.supercell:
         reps = list(args.supercell)
         if len(reps) == 1:
@@ -426,7 +475,7 @@ def cmd_phonons(args) -> int:
 
     from mlip.workflows.phonons import run_phonons
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     calc, label = _load_model(args.model, args.device, "float64")
     _check_species(atoms, calc, args.structure)
     out_dir = Path(args.out_dir)
@@ -501,7 +550,7 @@ def cmd_kappa(args) -> int:
         from mlip.workflows.kappa_batch import read_kappa_structures, run_kappa_batch, score_kappa_batch
 
         try:
-            items = read_kappa_structures(args.structure)
+            items = read_kappa_structures(args.structure, format=args.format)
         except ValueError as err:
             raise CLIError(str(err)) from None
         for flag in ("fc2_supercell", "fc3_supercell", "mesh"):
@@ -533,7 +582,7 @@ def cmd_kappa(args) -> int:
 
     from mlip.workflows.kappa import run_kappa
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     calc, label = _load_model(args.model, args.device, "float64")
     _check_species(atoms, calc, args.structure)
     print(f"model:     {label} ({_calc_label(calc)})")
@@ -665,6 +714,8 @@ def _add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
     )
     p.add_argument("--dtype", default=dtype, choices=["float32", "float64"], help="default: %(default)s")
     p.add_argument("--index", type=int, default=-1, help="frame of the structure file to use (default: last)")
+    p.add_argument("--format", default=None,
+                   help="ASE format of the structure file, e.g. cif, extxyz, vasp (default: from the name)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--threads",
