@@ -351,6 +351,9 @@ def cmd_relax(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------- md
+MD_OUTPUTS = ("md.traj", "md.log", "energy.png", "md_summary.json")  # what cmd_md writes to --out-dir
+
+
 def cmd_md(args) -> int:
     from mlip.workflows.md import run_md, save_energy_plot
 
@@ -365,9 +368,16 @@ def cmd_md(args) -> int:
         if bad:
             raise CLIError(f"--supercell repeats along non-periodic direction(s) {', '.join(bad)}")
         atoms = atoms.repeat(reps)
+    out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
+    earlier = [name for name in MD_OUTPUTS if (out_dir / name).exists()]
+    if earlier and not args.overwrite:
+        # Appending would mix two runs in one trajectory; replacing them needs an explicit choice.
+        raise CLIError(f"{out_dir} already holds {', '.join(earlier)} from an earlier run: choose another "
+                       f"--out-dir, or pass --overwrite to replace them")
     calc, label = _load_model(args.model, args.device, args.dtype)
     _check_species(atoms, calc, args.structure)
-    out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
+    for name in earlier:  # --overwrite: no file of the earlier run is left to be mistaken for this one's
+        (out_dir / name).unlink()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -888,6 +898,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-interval", type=_positive_int, default=10, help="steps between logged frames (default: 10)"
     )
     p.add_argument("--out-dir", help="output directory (default: <stem>_md in the current directory)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an earlier run in --out-dir (default: refuse to start)")
     p.set_defaults(func=cmd_md)
 
     from mlip.workflows.discovery.cli import add_parser as add_discovery_parser
