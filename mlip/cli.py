@@ -10,7 +10,9 @@
 ``--model`` accepts a shipped model's name, a checkpoint path or the import path of an ASE
 calculator class (``ase.calculators.emt:EMT``). Bad input (unreadable file, unknown element, NaN
 coordinates, unknown model, ...) prints ``mlip: error: <message>`` and exits with status 2;
-a simulation that fails at run time exits with status 1. Set ``MLIP_DEBUG=1`` for tracebacks.
+a simulation that fails at run time exits with status 1; ``mlip relax`` exits with status 3
+(``EXIT_NOT_CONVERGED``) when the relaxation did not converge, after writing its result. Set
+``MLIP_DEBUG=1`` for tracebacks.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 PROG = "mlip"
+EXIT_NOT_CONVERGED = 3  # mlip relax: the relaxed structure is written, but fmax was not reached
 
 
 class CLIError(Exception):
@@ -347,6 +350,9 @@ def cmd_relax(args) -> int:
         print(f"symmetry:  {result.spacegroup_initial} -> {result.spacegroup_final}"
               + (" (SYMMETRY BROKEN)" if result.symmetry_broken else " (kept)"))
     print(f"wrote:     {output}")
+    if not result.converged:
+        _note(f"NOTE: not converged within {args.steps} steps: exit status {EXIT_NOT_CONVERGED}")
+        return EXIT_NOT_CONVERGED
     return 0
 
 
@@ -850,7 +856,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", default="eval", help="metrics.json and parity.png (default: %(default)s)")
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)")
+    p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)",
+                       epilog=f"Exit status: 0 converged, {EXIT_NOT_CONVERGED} not converged within --steps "
+                              f"(the structure is still written), 2 bad input, 1 failure at run time.")
     p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")
     _add_model_args(p, dtype="float64")
     p.add_argument(
