@@ -653,6 +653,7 @@ def cmd_train(args) -> int:
 # ---------------------------------------------------------------------------------------- eval
 def cmd_eval(args) -> int:
     from mlip.data import read_dataset
+    from mlip.data.readers import FORMATS, detect_format
     from mlip.training.evaluation import error_metrics, parity_plot, predictions
     from mlip.workflows.json_io import write_json
     from mlip.workflows.model_loading import potential_of
@@ -660,11 +661,23 @@ def cmd_eval(args) -> int:
     calc, label = _load_model(args.model, args.device, args.dtype)
     if not Path(args.data).is_file():
         raise CLIError(f"data file {args.data!r} does not exist")
-    samples = read_dataset(args.data, energy_key=args.energy_key, forces_key=args.forces_key,
-                           stress_key=args.stress_key)
+    fmt = args.format
+    if fmt is None:
+        try:
+            fmt = detect_format(args.data)
+        except ValueError:
+            raise CLIError(
+                f"{args.data}: cannot tell the format of labelled data from the file name; eval reads extxyz "
+                f"(.xyz, .extxyz), ASE databases (.db) and MPtrj JSON (.json), each optionally .gz: "
+                f"name one with --format {{{','.join(FORMATS)}}}"
+            ) from None
+    potential = potential_of(calc)
+    # Frames with elements the model lacks are refused while reading, with the file, frame and symbol.
+    species = potential.species if potential is not None else None
+    samples = read_dataset(args.data, fmt, energy_key=args.energy_key, forces_key=args.forces_key,
+                           stress_key=args.stress_key, species=species)
     if not samples:
         raise CLIError(f"{args.data}: no structures")
-    potential = potential_of(calc)
     model = potential if potential is not None else calc
     print(f"model: {label}; data: {args.data} ({len(samples)} structures)", flush=True)
     preds = predictions(model, samples, batch_size=args.batch_size, dtype=args.dtype,
@@ -751,6 +764,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mlip.data.readers import FORMATS
     from mlip.version import __version__
 
     parser = _Parser(
@@ -847,6 +861,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="errors of a model on labelled data (MAE/RMSE, per element, parity plot)")
     p.add_argument("model", metavar="MODEL", help="shipped name, checkpoint or module:Class")
     p.add_argument("data", metavar="DATA", help="labelled structures (extxyz, ASE db, MPtrj JSON)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="format of DATA (default: from the extension .xyz/.extxyz, .db or .json, maybe .gz)")
     p.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="default: %(default)s")
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=_positive_int, default=16)
