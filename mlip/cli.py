@@ -608,7 +608,9 @@ def cmd_kappa(args) -> int:
                   fc3_supercell=_supercell_arg(args.fc3_supercell, "--fc3-supercell"))
     if args.mesh is not None:
         kwargs["mesh"] = _mesh_arg(args.mesh)
-    result = run_kappa(atoms, calc, out_dir=out_dir, progress=not args.no_progress, **kwargs)
+    # Without progress bars, one line per stage shows how far a run got (batch-job logs).
+    log = (lambda line: print(line, flush=True)) if args.no_progress else None
+    result = run_kappa(atoms, calc, out_dir=out_dir, progress=not args.no_progress, log=log, **kwargs)
     print(f"supercells: fc2 {np.asarray(result.fc2_supercell).tolist()}, fc3 {np.asarray(result.fc3_supercell).tolist()}; "
           f"q-mesh {result.mesh}; method {result.method}")
     if result.status != "ok":
