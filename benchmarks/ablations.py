@@ -107,7 +107,8 @@ def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> 
     epochs = max(1, math.ceil(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
     cfg = variant_config(name, out, args.minutes, epochs)
     t0 = time.perf_counter()
-    result = train(TrainConfig.from_dict(cfg), train_samples, valid_samples, progress=False)
+    # No result.json (checked by main): an earlier attempt did not finish, so start that variant over.
+    result = train(TrainConfig.from_dict(cfg), train_samples, valid_samples, progress=False, overwrite=True)
     minutes = (time.perf_counter() - t0) / 60
     metrics = evaluate(load_potential(result.best), test_samples, batch_size=16, dtype="float64")
     record = {"variant": name, "what": VARIANTS[name][2], "model": cfg["model"], "epochs_planned": epochs,

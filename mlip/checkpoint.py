@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 from typing import Union
 
@@ -53,27 +54,39 @@ def checkpoint_header(potential: Potential) -> dict:
     return header
 
 
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _create_temporary(path: Path) -> tuple:
+    """Create an empty, new temporary file next to ``path``, as ``open(..., "w")`` would create it
+    (mode 0666 filtered by the umask, or by the folder's default ACL). Returns (name, that mode).
 
-
-#: the process umask, read once at import (os.umask can only be read by setting it, which is not
-#: thread-safe to do at every write)
-_UMASK = _read_umask()
+    The mode is read back from the file rather than computed from ``os.umask``, which can only be read
+    by setting it (racy in a threaded program), and is read at every write, so a changed umask counts.
+    """
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        try:
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+        return str(tmp), mode
+    raise FileExistsError(f"cannot create a temporary file next to {str(path)!r}")
 
 
 def atomic_write(path: Union[str, Path], write) -> None:
-    """Call ``write(tmp_path)`` then atomically rename onto ``path`` (no half-written files)."""
+    """Call ``write(tmp_path)`` then atomically rename onto ``path`` (no half-written files).
+
+    The file gets the permissions a plain ``open(path, "w")`` would give it (0666 minus the umask),
+    whatever ``write`` does: some writers (safetensors) recreate the file private (0600).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp, mode = _create_temporary(path)
     try:
-        # mkstemp makes the file private (0600); give it the usual permissions (0666 minus the umask).
-        os.chmod(tmp, 0o666 & ~_UMASK)
         write(tmp)
+        os.chmod(tmp, mode)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -192,12 +205,9 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
     for k, v in tensors.items():
         if v.is_floating_point() and not bool(torch.isfinite(v).all()):
             raise CheckpointError(f"{path}: tensor {k!r} contains NaN or inf")
-    # Take the stored tensors as they are (assign=True keeps their dtype: bit-identical results),
-    # after casting the derived, non-stored buffers to the precision of the stored parameters.
-    param_names = {name for name, _ in potential.named_parameters()}
-    param_dtypes = {tensors[k].dtype for k in param_names if tensors[k].is_floating_point()}
-    if len(param_dtypes) == 1:
-        potential.to(param_dtypes.pop())
+    # Take the stored tensors as they are (assign=True keeps their dtype: bit-identical results) and
+    # the derived, non-stored constants as create_model built them (float64: they follow the model
+    # when it is cast, e.g. by a calculator, and a float64 copy of it gets them unrounded).
     potential.load_state_dict(tensors, strict=True, assign=True)
     # The header repeats species and reference energies in readable form: they must agree.
     if potential.species != list(header["species"]):

@@ -10,7 +10,9 @@
 ``--model`` accepts a shipped model's name, a checkpoint path or the import path of an ASE
 calculator class (``ase.calculators.emt:EMT``). Bad input (unreadable file, unknown element, NaN
 coordinates, unknown model, ...) prints ``mlip: error: <message>`` and exits with status 2;
-a simulation that fails at run time exits with status 1. Set ``MLIP_DEBUG=1`` for tracebacks.
+a simulation that fails at run time exits with status 1; ``mlip relax`` exits with status 3
+(``EXIT_NOT_CONVERGED``) when the relaxation did not converge, after writing its result. Set
+``MLIP_DEBUG=1`` for tracebacks.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 PROG = "mlip"
+EXIT_NOT_CONVERGED = 3  # mlip relax: the relaxed structure is written, but fmax was not reached
 
 
 class CLIError(Exception):
@@ -45,8 +48,38 @@ def _fmt_value(value) -> str:
         return str(value)
 
 
-def _read_structure(path: str, index: int = -1):
-    """Read one frame of any ASE-readable file and check it can be evaluated."""
+def _format_label(path: Path, format: Optional[str]) -> str:
+    """``format cif, from --format``, ``format cif, guessed from the file`` or ``format unknown ...``."""
+    if format:
+        return f"format {format}, from --format"
+    from ase.io.formats import filetype, ioformats
+
+    try:
+        guessed = filetype(str(path))
+    except Exception:  # ASE cannot tell the format either
+        guessed = None
+    if guessed not in ioformats:  # filetype returns unknown extensions such as "txt" as they are
+        return "format unknown; name it with --format"
+    return f"format {guessed}, guessed from the file"
+
+
+def _count_frames(path: Path, format: Optional[str]) -> Optional[int]:
+    """Number of frames of a structure file, or None when it cannot be read through."""
+    import ase.io
+
+    try:
+        return sum(1 for _ in ase.io.iread(str(path), index=":", format=format))
+    except Exception:  # the file is unreadable: the caller reports the reader's own error
+        return None
+
+
+def _read_structure(path: str, index: int = -1, format: Optional[str] = None):
+    """Read one frame of any ASE-readable file and check it can be evaluated.
+
+    Errors name the file, the format (given or guessed) and what is wrong; an ``index`` outside the
+    file is refused with the number of frames (ASE itself would stop with an empty StopIteration
+    or, for negative indices, quietly return the first frame).
+    """
     import ase.io
     from ase import Atoms
 
@@ -57,16 +90,35 @@ def _read_structure(path: str, index: int = -1):
         raise CLIError(f"structure file {path!r} does not exist")
     if p.is_dir():
         raise CLIError(f"structure file {path!r} is a directory")
+    if format is not None:
+        from ase.io.formats import ioformats
+
+        if format not in ioformats:
+            raise CLIError(f"--format {format!r} is not a format ASE knows (e.g. cif, extxyz, vasp, traj)")
+
+    def out_of_range(n_frames: int) -> CLIError:
+        if n_frames == 0:
+            return CLIError(f"{path}: the file holds no structure")
+        plural = "" if n_frames == 1 else "s"
+        return CLIError(f"{path}: frame {index} requested but the file has {n_frames} frame{plural}")
+
     try:
-        atoms = ase.io.read(str(p), index=index)
+        atoms = ase.io.read(str(p), index=index, format=format)
     except KeyError as err:
         # ASE raises KeyError for symbols that are not chemical elements (e.g. "Xx").
-        raise CLIError(f"cannot read structure file {path!r}: unknown element or field {err}") from None
-    except IndexError:
-        raise CLIError(f"structure file {path!r} has no frame with index {index}") from None
-    except Exception as err:  # ASE raises many types for malformed files
-        msg = str(err) or type(err).__name__
-        raise CLIError(f"cannot read structure file {path!r}: {msg}") from None
+        where = f"structure file {path!r} ({_format_label(p, format)})"
+        raise CLIError(f"cannot read {where}: unknown element or field {err}") from None
+    except Exception as err:  # ASE raises many types for malformed files (AssertionError, ...)
+        if isinstance(err, (IndexError, StopIteration)):
+            n_frames = _count_frames(p, format)
+            if n_frames is not None and not -n_frames <= index < n_frames:
+                raise out_of_range(n_frames) from None
+        msg = f"{type(err).__name__}: {err}" if str(err) else f"the reader failed with {type(err).__name__}"
+        raise CLIError(f"cannot read structure file {path!r} ({_format_label(p, format)}): {msg}") from None
+    if index < -1:  # ASE returns the first frame for a negative index beyond the file's start
+        n_frames = _count_frames(p, format)
+        if n_frames is not None and index < -n_frames:
+            raise out_of_range(n_frames)
     if not isinstance(atoms, Atoms):
         raise CLIError(
             f"cannot read structure file {path!r}: expected one structure, got {type(atoms).__name__}"
@@ -246,7 +298,7 @@ def cmd_relax(args) -> int:
 
     from mlip.workflows.relax import relax
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     calc, label = _load_model(args.model, args.device, args.dtype)
     _check_species(atoms, calc, args.structure)
     output = Path(args.output) if args.output else Path(f"{Path(args.structure).stem}_relaxed.extxyz")
@@ -298,14 +350,20 @@ def cmd_relax(args) -> int:
         print(f"symmetry:  {result.spacegroup_initial} -> {result.spacegroup_final}"
               + (" (SYMMETRY BROKEN)" if result.symmetry_broken else " (kept)"))
     print(f"wrote:     {output}")
+    if not result.converged:
+        _note(f"NOTE: not converged within {args.steps} steps: exit status {EXIT_NOT_CONVERGED}")
+        return EXIT_NOT_CONVERGED
     return 0
 
 
 # ---------------------------------------------------------------------------------------- md
+MD_OUTPUTS = ("md.traj", "md.log", "energy.png", "md_summary.json")  # what cmd_md writes to --out-dir
+
+
 def cmd_md(args) -> int:
     from mlip.workflows.md import run_md, save_energy_plot
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     if args.supercell:
         reps = list(args.supercell)
         if len(reps) == 1:
@@ -316,9 +374,16 @@ def cmd_md(args) -> int:
         if bad:
             raise CLIError(f"--supercell repeats along non-periodic direction(s) {', '.join(bad)}")
         atoms = atoms.repeat(reps)
+    out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
+    earlier = [name for name in MD_OUTPUTS if (out_dir / name).exists()]
+    if earlier and not args.overwrite:
+        # Appending would mix two runs in one trajectory; replacing them needs an explicit choice.
+        raise CLIError(f"{out_dir} already holds {', '.join(earlier)} from an earlier run: choose another "
+                       f"--out-dir, or pass --overwrite to replace them")
     calc, label = _load_model(args.model, args.device, args.dtype)
     _check_species(atoms, calc, args.structure)
-    out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
+    for name in earlier:  # --overwrite: no file of the earlier run is left to be mistaken for this one's
+        (out_dir / name).unlink()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -426,7 +491,7 @@ def cmd_phonons(args) -> int:
 
     from mlip.workflows.phonons import run_phonons
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     calc, label = _load_model(args.model, args.device, "float64")
     _check_species(atoms, calc, args.structure)
     out_dir = Path(args.out_dir)
@@ -501,7 +566,7 @@ def cmd_kappa(args) -> int:
         from mlip.workflows.kappa_batch import read_kappa_structures, run_kappa_batch, score_kappa_batch
 
         try:
-            items = read_kappa_structures(args.structure)
+            items = read_kappa_structures(args.structure, format=args.format)
         except ValueError as err:
             raise CLIError(str(err)) from None
         for flag in ("fc2_supercell", "fc3_supercell", "mesh"):
@@ -533,7 +598,7 @@ def cmd_kappa(args) -> int:
 
     from mlip.workflows.kappa import run_kappa
 
-    atoms = _read_structure(args.structure, args.index)
+    atoms = _read_structure(args.structure, args.index, args.format)
     calc, label = _load_model(args.model, args.device, "float64")
     _check_species(atoms, calc, args.structure)
     print(f"model:     {label} ({_calc_label(calc)})")
@@ -543,7 +608,9 @@ def cmd_kappa(args) -> int:
                   fc3_supercell=_supercell_arg(args.fc3_supercell, "--fc3-supercell"))
     if args.mesh is not None:
         kwargs["mesh"] = _mesh_arg(args.mesh)
-    result = run_kappa(atoms, calc, out_dir=out_dir, progress=not args.no_progress, **kwargs)
+    # Without progress bars, one line per stage shows how far a run got (batch-job logs).
+    log = (lambda line: print(line, flush=True)) if args.no_progress else None
+    result = run_kappa(atoms, calc, out_dir=out_dir, progress=not args.no_progress, log=log, **kwargs)
     print(f"supercells: fc2 {np.asarray(result.fc2_supercell).tolist()}, fc3 {np.asarray(result.fc3_supercell).tolist()}; "
           f"q-mesh {result.mesh}; method {result.method}")
     if result.status != "ok":
@@ -576,7 +643,7 @@ def cmd_train(args) -> int:
         config.out_dir = args.out_dir
     print(f"training {config.model['name']} on {config.data.train} -> {config.out_dir}/"
           + (" (resuming)" if args.resume else ""), flush=True)
-    result = train(config, resume=args.resume, progress=not args.no_progress)
+    result = train(config, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite)
     last = result.history[-1] if result.history else {}
     print(f"done: {result.epochs_run} epochs; best: {result.best}; last: {result.last}")
     for key in ("valid_energy_mae_meV_per_atom", "valid_forces_mae_meV_per_A", "valid_stress_mae_meV_per_A3"):
@@ -588,6 +655,7 @@ def cmd_train(args) -> int:
 # ---------------------------------------------------------------------------------------- eval
 def cmd_eval(args) -> int:
     from mlip.data import read_dataset
+    from mlip.data.readers import FORMATS, detect_format
     from mlip.training.evaluation import error_metrics, parity_plot, predictions
     from mlip.workflows.json_io import write_json
     from mlip.workflows.model_loading import potential_of
@@ -595,11 +663,23 @@ def cmd_eval(args) -> int:
     calc, label = _load_model(args.model, args.device, args.dtype)
     if not Path(args.data).is_file():
         raise CLIError(f"data file {args.data!r} does not exist")
-    samples = read_dataset(args.data, energy_key=args.energy_key, forces_key=args.forces_key,
-                           stress_key=args.stress_key)
+    fmt = args.format
+    if fmt is None:
+        try:
+            fmt = detect_format(args.data)
+        except ValueError:
+            raise CLIError(
+                f"{args.data}: cannot tell the format of labelled data from the file name; eval reads extxyz "
+                f"(.xyz, .extxyz), ASE databases (.db) and MPtrj JSON (.json), each optionally .gz: "
+                f"name one with --format {{{','.join(FORMATS)}}}"
+            ) from None
+    potential = potential_of(calc)
+    # Frames with elements the model lacks are refused while reading, with the file, frame and symbol.
+    species = potential.species if potential is not None else None
+    samples = read_dataset(args.data, fmt, energy_key=args.energy_key, forces_key=args.forces_key,
+                           stress_key=args.stress_key, species=species)
     if not samples:
         raise CLIError(f"{args.data}: no structures")
-    potential = potential_of(calc)
     model = potential if potential is not None else calc
     print(f"model: {label}; data: {args.data} ({len(samples)} structures)", flush=True)
     preds = predictions(model, samples, batch_size=args.batch_size, dtype=args.dtype,
@@ -665,6 +745,8 @@ def _add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
     )
     p.add_argument("--dtype", default=dtype, choices=["float32", "float64"], help="default: %(default)s")
     p.add_argument("--index", type=int, default=-1, help="frame of the structure file to use (default: last)")
+    p.add_argument("--format", default=None,
+                   help="ASE format of the structure file, e.g. cif, extxyz, vasp (default: from the name)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--threads",
@@ -684,6 +766,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mlip.data.readers import FORMATS
     from mlip.version import __version__
 
     parser = _Parser(
@@ -772,14 +855,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a model on energies, forces and stresses (YAML config)")
     p.add_argument("config", metavar="CONFIG.yaml", help="model, data, loss, optimizer, epochs, ... (see mlip.training)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/train_state.safetensors")
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/train_state.safetensors "
+                   "(only epochs, max_minutes, out_dir and device may differ from the run's config)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier run in OUT_DIR (its checkpoints, metrics and state are deleted)")
     p.add_argument("--out-dir", default=None, help="override the config's out_dir")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (the line per epoch remains)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("eval", help="errors of a model on labelled data (MAE/RMSE, per element, parity plot)")
     p.add_argument("model", metavar="MODEL", help="shipped name, checkpoint or module:Class")
     p.add_argument("data", metavar="DATA", help="labelled structures (extxyz, ASE db, MPtrj JSON)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="format of DATA (default: from the extension .xyz/.extxyz, .db or .json, maybe .gz)")
     p.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="default: %(default)s")
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=_positive_int, default=16)
@@ -789,7 +877,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", default="eval", help="metrics.json and parity.png (default: %(default)s)")
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)")
+    p = sub.add_parser("relax", help="relax a structure (FIRE; + FrechetCellFilter for bulk)",
+                       epilog=f"Exit status: 0 converged, {EXIT_NOT_CONVERGED} not converged within --steps "
+                              f"(the structure is still written), 2 bad input, 1 failure at run time.")
     p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")
     _add_model_args(p, dtype="float64")
     p.add_argument(
@@ -837,6 +927,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-interval", type=_positive_int, default=10, help="steps between logged frames (default: 10)"
     )
     p.add_argument("--out-dir", help="output directory (default: <stem>_md in the current directory)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an earlier run in --out-dir (default: refuse to start)")
     p.set_defaults(func=cmd_md)
 
     from mlip.workflows.discovery.cli import add_parser as add_discovery_parser

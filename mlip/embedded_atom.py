@@ -32,10 +32,11 @@ LOG_CENTRE = 2.5
 def add_log_density_parameters(module: nn.Module, num_species: int, num_densities: int, out_features: int) -> None:
     """Give ``module`` what :func:`log_densities` and a map of its output take, under the names every
     user of them shares (so their checkpoints keep these keys): the non-persistent buffer ``log_rates``
-    [K] (LOG_RATES; it follows the module's device and dtype instead of being copied to the device every
-    forward), the raw weights ``log_density_weights`` V [S, S·K, D] (softplus(−1.5 ± 0.5) ≈ 0.2 makes σ of
-    a bulk atom O(0.1–1)) and ``log_density_in``, a bias-free D → ``out_features`` linear map."""
-    module.register_buffer("log_rates", torch.tensor(LOG_RATES), persistent=False)
+    [K] (LOG_RATES, in float64 like every derived constant, exact in float32 too; it follows the
+    module's device and dtype instead of being copied to the device every forward), the raw weights
+    ``log_density_weights`` V [S, S·K, D] (softplus(−1.5 ± 0.5) ≈ 0.2 makes σ of a bulk atom O(0.1–1))
+    and ``log_density_in``, a bias-free D → ``out_features`` linear map."""
+    module.register_buffer("log_rates", torch.tensor(LOG_RATES, dtype=torch.float64), persistent=False)
     module.log_density_weights = nn.Parameter(
         torch.randn(num_species, num_species * len(LOG_RATES), num_densities) * 0.5 - 1.5)
     module.log_density_in = nn.Linear(num_densities, out_features, bias=False)

@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from mlip.derived_constants import DerivedConstants
+
 
 def safe_length(sq: torch.Tensor) -> torch.Tensor:
     """|r| [E] from |r|² [E]; 0 where |r|² = 0 (self edges, coinciding atoms), with a zero rather than NaN gradient."""
@@ -50,7 +52,7 @@ class PolynomialEnvelope(nn.Module):
         return f"cutoff={self.cutoff}, exponent={self.p}"
 
 
-class BesselBasis(nn.Module):
+class BesselBasis(DerivedConstants):
     """Radial Bessel functions sin(nπr/r_c)/r (n = 1..num_basis), normalised by sqrt(2/r_c).
 
     Smooth at r = 0 (the limit nπ/r_c is used), so self edges with r = 0 are allowed.
@@ -61,9 +63,8 @@ class BesselBasis(nn.Module):
         super().__init__()
         self.cutoff = float(cutoff)
         self.num_basis = int(num_basis)
-        self.register_buffer(
-            "freqs", torch.arange(1, num_basis + 1, dtype=torch.float64) * math.pi / cutoff, persistent=False
-        )
+        freqs = torch.arange(1, num_basis + 1, dtype=torch.float64) * math.pi / cutoff
+        self.register_constant("freqs", freqs)
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
         """r [...] → [..., num_basis]."""
@@ -77,7 +78,7 @@ class BesselBasis(nn.Module):
         return f"cutoff={self.cutoff}, num_basis={self.num_basis}"
 
 
-class GaussianBasis(nn.Module):
+class GaussianBasis(DerivedConstants):
     """Gaussians exp(−(r − μ_k)² / (2 w²)) with centres μ_k evenly spaced on [0, r_c]."""
 
     def __init__(self, cutoff: float, num_basis: int = 10, width: float | None = None):
@@ -85,7 +86,7 @@ class GaussianBasis(nn.Module):
         self.cutoff = float(cutoff)
         self.num_basis = int(num_basis)
         centres = torch.linspace(0.0, cutoff, num_basis, dtype=torch.float64)
-        self.register_buffer("centres", centres, persistent=False)
+        self.register_constant("centres", centres)
         self.width = float(width) if width is not None else float(cutoff / max(num_basis - 1, 1))
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:

@@ -92,7 +92,8 @@ def build_potential(arch: str, species=SPECIES, cutoff=CUTOFF, seed=0, dtype=tor
                 param.copy_(0.3 * torch.randn(param.shape, generator=generator, dtype=param.dtype))
         potential.reference_energies.copy_(torch.linspace(-3.0, -1.0, len(species), dtype=torch.float64))
         potential.scale.fill_(0.7)
-    return potential.to(dtype).eval()
+    # dtype=None: as create_model made it (float32 weights, float64 derived constants)
+    return (potential if dtype is None else potential.to(dtype)).eval()
 
 
 @pytest.fixture(params=sorted(ARCHITECTURES))

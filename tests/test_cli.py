@@ -214,7 +214,7 @@ def test_relax_untrained_model_says_so(tmp_path, capsys):
     out_path = tmp_path / "cu.extxyz"
     code, out, err = run(capsys, "relax", CU_CIF, "--model", "platonic-untrained", "--steps", "2", "--threads", "1",
                          "-o", out_path)
-    assert code == 0, err
+    assert code == 3, err  # two steps do not converge: exit status 3, the structure is still written
     assert "NOTE: model 'platonic-untrained' is UNTRAINED (random weights)" in err
     assert out_path.is_file() and "float64" in out  # relaxations default to float64
 

@@ -43,8 +43,9 @@ def detect_format(path: PathLike) -> str:
     if name.endswith(".json"):
         return "mptrj"
     raise ValueError(
-        f"{path}: cannot tell the format from the extension; use .xyz/.extxyz, .db or .json(.gz), "
-        f"or pass format= one of {FORMATS}"
+        f"{path}: cannot tell the format of labelled data from the extension; extxyz (.xyz, .extxyz), "
+        f"ASE databases (.db) and MPtrj JSON (.json) are read, each optionally .gz: rename the file or "
+        f"name the format ({', '.join(FORMATS)})"
     )
 
 
@@ -219,6 +220,10 @@ def iter_ase_db(
     path = Path(path)
     if not path.exists():  # ase.db.connect would silently create an empty database
         raise FileNotFoundError(f"{path}: no such file")
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head and head != b"SQLite format 3\x00":  # sqlite3 would fail later with a bare DatabaseError
+        raise ValueError(f"{path}: not an ASE database (an SQLite file); is the format right?")
     allowed = _allowed_numbers(species)
     source = str(path)
     db = ase.db.connect(str(path), type="db")

@@ -21,6 +21,8 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
+from mlip.derived_constants import DerivedConstants
+
 from .m_layout import m_primary_order
 from .spherical_harmonics import num_coefficients, spherical_harmonics
 
@@ -79,7 +81,7 @@ def grid_projections(
     return to_grid.contiguous(), from_grid
 
 
-class S2Grid(torch.nn.Module):
+class S2Grid(DerivedConstants):
     """Fixed projections between SH coefficients and values on a quadrature grid.
 
     ``to_grid(x)``: [..., K, C] → [..., G, C]; ``from_grid(f)``: [..., G, C] → [..., K, C].
@@ -92,8 +94,8 @@ class S2Grid(torch.nn.Module):
         self.mmax = None if mmax is None else int(mmax)
         self.resolution = tuple(resolution) if resolution is not None else product_resolution(lmax, mmax)
         to_grid, from_grid = grid_projections(self.lmax, *self.resolution, mmax=self.mmax)
-        self.register_buffer("to_grid_matrix", to_grid, persistent=False)
-        self.register_buffer("from_grid_matrix", from_grid, persistent=False)
+        self.register_constant("to_grid_matrix", to_grid)
+        self.register_constant("from_grid_matrix", from_grid)
 
     @property
     def num_points(self) -> int:

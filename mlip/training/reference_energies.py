@@ -12,12 +12,18 @@ from mlip.training.samples import atoms_of, labels_of
 
 def composition_matrix(samples: Sequence, species_numbers: Sequence[int]) -> np.ndarray:
     """[n_structures, n_species]: how many atoms of each species every structure has."""
+    from mlip.data.sample import frame_location
+    from mlip.elements import to_symbols
+
     column = {int(z): k for k, z in enumerate(species_numbers)}
     counts = np.zeros((len(samples), len(column)))
     for i, sample in enumerate(samples):
         for z in atoms_of(sample).numbers:
             if int(z) not in column:
-                raise ValueError(f"structure {i} contains element Z={int(z)} that the model does not have")
+                source = getattr(sample, "source", "")  # Samples read from a file know where they came from
+                where = frame_location(source, sample.index) if source else f"structure {i}"
+                raise ValueError(f"{where} contains {to_symbols([z])[0]}, which is not among the model's "
+                                 f"species ({', '.join(to_symbols(species_numbers))})")
             counts[i, column[int(z)]] += 1
     return counts
 

@@ -7,10 +7,14 @@ Files in ``out_dir``:
 * ``last.safetensors``: the EMA weights after the last finished epoch;
 * ``train_state.safetensors``: raw weights, optimiser moments and EMA shadow, with the epoch,
   step and best loss in its JSON header, for ``resume`` (never pickled);
-* ``metrics.json``: one entry per epoch (losses, validation MAE/RMSE, learning rate, time).
+* ``metrics.json``: one entry per epoch (losses, validation MAE/RMSE, learning rate, time);
+* ``config.json``: the run's :class:`TrainConfig` (JSON, which is also YAML: ``mlip train`` reads it);
+* ``config_changes.json``: the config changes each resume accepted (see :data:`RESUMABLE_CHANGES`).
 
 A killed run resumed with ``resume=True`` continues after the last finished epoch (the shuffling of
-epoch k depends only on the seed and k), so at most the epoch in progress is lost.
+epoch k depends only on the seed and k), so at most the epoch in progress is lost. The elapsed time
+(``max_minutes``, the ``minutes`` metric) continues too. A new run refuses an ``out_dir`` that holds
+an earlier run unless told to ``overwrite`` it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy as np
 import torch
 
 from mlip.checkpoint import atomic_write, save_potential
-from mlip.workflows.json_io import jsonable, write_json
+from mlip.workflows.json_io import jsonable, read_json, write_json
 from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
@@ -37,6 +41,20 @@ from mlip.training.schedule import warmup_cosine
 
 STATE_NAME = "train_state.safetensors"
 STATE_KEY = "mlip_train_state"
+CONFIG_NAME = "config.json"
+CHANGES_NAME = "config_changes.json"
+#: the files of a run that a new run would overwrite: their presence makes ``out_dir`` taken
+RUN_FILES = ("best.safetensors", "last.safetensors", STATE_NAME, "metrics.json")
+
+#: the config keys a resumed run may change; any other change alters the optimisation (the data and
+#: its split, the model, the loss, the batch size and shuffling, the optimiser, the dtypes, the
+#: starting weights) and is refused, since "best" would then compare different losses.
+RESUMABLE_CHANGES = (
+    "epochs",       # train longer or shorter; the cosine schedule is recomputed for the new total
+    "max_minutes",  # the time budget (the elapsed minutes carry over from the earlier run)
+    "out_dir",      # where the run lives (mlip train --out-dir; a moved folder)
+    "device",       # where it runs: the same optimisation on another machine
+)
 
 
 @dataclass
@@ -260,23 +278,162 @@ def _load_embedded_atom(potential, source: str) -> None:
     potential.isolated_reference = start.isolated_reference
 
 
+# ----------------------------------------------------------------------------------- run folder
+def _flat_config(data: dict, prefix: str = "") -> dict:
+    """``{"loss.forces_weight": 1.0, ...}``: nested mappings flattened to dotted keys."""
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat_config(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _comparable(data: dict) -> dict:
+    """A config mapping with today's defaults filled in (where it still parses) and JSON-normalised
+    values (tuples as lists), flattened: two runs' configs compare key by key."""
+    try:
+        data = TrainConfig.from_dict(data).to_dict()
+    except (TypeError, ValueError):  # written by another version: compare what is there
+        pass
+    return _flat_config(json.loads(json.dumps(jsonable(data))))
+
+
+def _stored_config(out_dir: Path) -> Optional[dict]:
+    """The config the run in ``out_dir`` was started with: ``config.json``, or for a run written
+    before that file existed, the one in ``last.safetensors``'s header; None if neither is there."""
+    stored = read_json(out_dir / CONFIG_NAME)
+    if isinstance(stored, dict):
+        return stored
+    last = out_dir / "last.safetensors"
+    if last.is_file():
+        from mlip.checkpoint import read_header
+
+        try:
+            stored = read_header(last)["metadata"]["training"]["config"]
+        except Exception:  # unreadable or foreign: nothing to compare with
+            return None
+        return stored if isinstance(stored, dict) else None
+    return None
+
+
+def _resume_changes(config: TrainConfig, out_dir: Path) -> Dict[str, list]:
+    """``{key: [run's value, config's value]}`` for the keys of :data:`RESUMABLE_CHANGES` that
+    differ from the run's stored config; ValueError naming every other key that differs."""
+    stored = _stored_config(out_dir)
+    if stored is None:
+        return {}
+    old, new = _comparable(stored), _comparable(config.to_dict())
+    missing = "(absent)"
+    changed = {k: [old.get(k, missing), new.get(k, missing)] for k in sorted(set(old) | set(new))
+               if old.get(k, missing) != new.get(k, missing)}
+    refused = {k: v for k, v in changed.items() if k not in RESUMABLE_CHANGES}
+    if refused:
+        listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
+        raise ValueError(f"cannot resume {str(out_dir)!r}: the config changes the optimisation of the run "
+                         f"({listed}); restore the run's values (saved in {out_dir / CONFIG_NAME}) or "
+                         f"start a new run (another out_dir, or --overwrite); only "
+                         f"{', '.join(RESUMABLE_CHANGES)} may change")
+    return changed
+
+
+def _new_folders(out_dir: Path) -> List[Path]:
+    """The folders that creating ``out_dir`` makes, deepest first (empty if it exists)."""
+    folders = []
+    path = out_dir.absolute()
+    while not path.exists() and path != path.parent:
+        folders.append(path)
+        path = path.parent
+    return folders
+
+
+def _prepare_out_dir(config: TrainConfig, out_dir: Path, resume: bool, overwrite: bool, is_main: bool):
+    """Check that ``out_dir`` suits a new or resumed run, then (main process) create it, clear an
+    overwritten run and write a new run's ``config.json``. Returns the folders it created, deepest
+    first (for :func:`_remove_failed_start`), and a resume's accepted config changes."""
+    if resume and overwrite:
+        raise ValueError("resume and overwrite exclude each other (continue the run in out_dir, "
+                         "or replace it)")
+    changes = {}
+    if resume:
+        if not (out_dir / STATE_NAME).exists():
+            raise ValueError(f"nothing to resume: {out_dir / STATE_NAME} does not exist")
+        changes = _resume_changes(config, out_dir)
+    else:
+        earlier = [name for name in RUN_FILES if (out_dir / name).exists()]
+        if earlier and not overwrite:
+            raise ValueError(f"out_dir {str(out_dir)!r} already holds a training run ({', '.join(earlier)}); "
+                             "continue it with --resume (resume=True), replace it with --overwrite "
+                             "(overwrite=True) or choose another out_dir")
+    if not is_main or resume:
+        return [], changes
+    created = _new_folders(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if overwrite:  # nothing of the replaced run may mix with the new one
+        for name in RUN_FILES + (CONFIG_NAME, CHANGES_NAME):
+            (out_dir / name).unlink(missing_ok=True)
+    write_json(out_dir / CONFIG_NAME, config.to_dict())
+    return created, changes
+
+
+def _record_resume(config: TrainConfig, out_dir: Path, changes: Dict[str, list], epoch: int) -> None:
+    """Append a resume's accepted ``changes`` (``{key: [old, new]}``, applying from the epoch after
+    ``epoch``) to ``config_changes.json`` (``{"resumes": [...]}``) and save the config it runs with
+    as ``config.json`` (what the next resume compares with)."""
+    if changes:
+        log = read_json(out_dir / CHANGES_NAME) or {}
+        resumes = log.get("resumes") if isinstance(log.get("resumes"), list) else []
+        resumes.append({"after_epoch": epoch, "changes": changes})
+        write_json(out_dir / CHANGES_NAME, {"resumes": resumes})
+        print(f"resuming {out_dir} with " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
+              + f" (recorded in {CHANGES_NAME})", flush=True)
+    write_json(out_dir / CONFIG_NAME, config.to_dict())
+
+
+def _remove_failed_start(out_dir: Path, created: List[Path]) -> None:
+    """After a new run failed before finishing an epoch: remove its ``config.json`` and the folders
+    it created, if nothing else is in them (a folder the user had is kept)."""
+    if (out_dir / STATE_NAME).exists():
+        return  # an epoch finished: its checkpoints are worth keeping
+    (out_dir / CONFIG_NAME).unlink(missing_ok=True)
+    for folder in created:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or gone): leave it
+            return
+
+
 # ----------------------------------------------------------------------------------- train
 def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_samples: Optional[Sequence] = None,
-          resume: bool = False, progress: bool = True) -> TrainResult:
+          resume: bool = False, progress: bool = True, overwrite: bool = False) -> TrainResult:
     """Train the model described by ``config`` and write checkpoints to ``config.out_dir``.
 
     ``train_samples``/``valid_samples`` (labelled ASE Atoms) override ``config.data``. With
-    ``resume``, continue from ``out_dir/train_state.safetensors`` (ValueError if absent).
+    ``resume``, continue from ``out_dir/train_state.safetensors`` (ValueError if absent, or if the
+    config differs from the run's in a key not in :data:`RESUMABLE_CHANGES`). Without it, an
+    ``out_dir`` holding an earlier run is refused unless ``overwrite`` (which deletes that run's
+    files first). One line per epoch is printed; ``progress`` adds a progress bar over its batches.
+    A new run that fails before finishing an epoch removes the ``out_dir`` it created.
     """
-    import mlip
-    from mlip.models import create_model
-
     config.validate()
     dist = _Distributed.from_environment(config.device)
     out_dir = Path(config.out_dir)
-    if dist.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    created, changes = _prepare_out_dir(config, out_dir, resume, overwrite, dist.is_main)
     dist.barrier()
+    try:
+        return _train(config, dist, out_dir, train_samples, valid_samples, resume, progress, changes)
+    except BaseException:
+        if dist.is_main and not resume:
+            _remove_failed_start(out_dir, created)
+        raise
+
+
+def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_samples, valid_samples,
+           resume: bool, progress: bool, changes: Dict[str, list]) -> TrainResult:
+    import mlip
+    from mlip.models import create_model
+
     progress = progress and dist.is_main
     if train_samples is None:
         if not config.data.train:
@@ -346,20 +503,38 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     start_epoch, step, best_loss = 0, 0, float("inf")
     resumed_from = None
     state_path = out_dir / STATE_NAME
+    minutes_before = 0.0  # training time of the run before this resume
     if resume:
-        if not state_path.exists():
-            raise ValueError(f"nothing to resume: {state_path} does not exist")
         meta = _load_state(state_path, potential, optimizer, ema)
         start_epoch, step, best_loss = meta["epoch"], meta["step"], meta["best_loss"]
         resumed_from = start_epoch
         history = meta.get("history", [])
+        # a state written before "minutes" was stored: the last epoch's metric
+        minutes_before = float(meta.get("minutes", history[-1]["minutes"] if history else 0.0))
+        sizes = {"training": len(train_samples), "validation": len(valid_samples)}
+        before = {"training": meta.get("n_train"), "validation": meta.get("n_valid")}
+        differ = [f"{what} set {before[what]} -> {n}" for what, n in sizes.items()
+                  if before[what] is not None and before[what] != n]
+        if differ:
+            raise ValueError(f"cannot resume {str(out_dir)!r}: the data differ from the run's "
+                             f"({', '.join(differ)} structures); resume with the run's data or start "
+                             "a new run")
+        if dist.is_main:
+            _record_resume(config, out_dir, changes, start_epoch)
     metadata = {
         "trained": True,
         "training": {"config": config.to_dict(), "n_train": len(train_samples), "n_valid": len(valid_samples),
                      "output_scale": scale, "output_scale_from": scale_kind},
     }
 
-    t_start = time.perf_counter()
+    # Elapsed minutes (metric and max_minutes budget) continue those of the run before a resume.
+    t_start = time.perf_counter() - 60 * minutes_before
+    spent = resume and config.max_minutes is not None and minutes_before > config.max_minutes
+    if spent and start_epoch < config.epochs:
+        if dist.is_main:
+            print(f"the run has used {minutes_before:.3g} of its max_minutes {config.max_minutes:g}: "
+                  "no epoch run; raise max_minutes to continue", flush=True)
+        start_epoch = config.epochs  # nothing to run
     # A zero weight skips that derivative: an energy-only step (no forces, no stress) needs no
     # double backward and costs about a third of a full one.
     want_forces = config.loss.forces_weight > 0
@@ -448,11 +623,15 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
         history.append(record)
         write_json(out_dir / "metrics.json", history)
         _save_state(state_path, potential, optimizer, ema,
-                    {"epoch": epoch + 1, "step": step, "best_loss": best_loss, "history": history})
-        if progress:
-            shown = {k: v for k, v in record.items() if k.startswith("valid_") and "mae" in k}
-            print(f"epoch {epoch + 1}: loss {record['train_loss']:.4g} "
-                  + " ".join(f"{k[6:]}={v:.3g}" for k, v in shown.items()), flush=True)
+                    {"epoch": epoch + 1, "step": step, "best_loss": best_loss, "history": history,
+                     "minutes": record["minutes"], "n_train": len(train_samples),
+                     "n_valid": len(valid_samples)})
+        # One line per epoch, with or without the progress bar: logs of batch jobs show progress.
+        shown = {k: v for k, v in record.items() if k.startswith("valid_") and "mae" in k}
+        valid_text = f" valid {record['valid_loss']:.4g}" if "valid_loss" in record else ""
+        print(f"epoch {epoch + 1}/{config.epochs}: loss {record['train_loss']:.4g}{valid_text} "
+              + "".join(f"{k[6:]}={v:.3g} " for k, v in shown.items())
+              + f"({record['minutes']:.2f} min)", flush=True)
         dist.barrier()
         stop = config.max_minutes is not None and (time.perf_counter() - t_start) / 60 > config.max_minutes
         if dist.broadcast_flag(stop):

@@ -59,7 +59,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from ase import Atoms
@@ -517,6 +517,7 @@ def run_kappa(
     out_dir: Union[str, os.PathLike, None] = None,
     progress: bool = True,
     raise_errors: bool = False,
+    log: Optional[Callable[[str], None]] = None,
 ) -> KappaResult:
     """Lattice thermal conductivity of a crystal (Matbench Discovery's κ protocol by default).
 
@@ -554,6 +555,8 @@ def run_kappa(
         progress: progress bars for the relaxation and the force sets.
         raise_errors: re-raise exceptions of the relaxation, force and conductivity stages
             instead of returning a ``"failed"`` result.
+        log: called with one line as each stage (relax, fc2, fc3, conductivity) starts, e.g.
+            ``print`` for the logs of runs without progress bars.
 
     Returns:
         :class:`KappaResult` (also saved to ``out_dir`` when given).
@@ -635,7 +638,7 @@ def run_kappa(
         _run_stages(result, calc, cache, progress=progress, relax=relax, fmax=fmax, relax_steps=relax_steps,
                     symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, displacement=displacement,
                     isotopes=isotopes, boundary_mfp=boundary_mfp,
-                    stop_on_broken_symmetry=stop_on_broken_symmetry)
+                    stop_on_broken_symmetry=stop_on_broken_symmetry, log=log or (lambda line: None))
     except Exception as err:  # recorded as a failed material; KeyboardInterrupt passes through
         stage = result.failed_stage or "relax"
         if raise_errors or _is_cache_error(err):
@@ -681,9 +684,13 @@ def has_imaginary_modes(frequencies: np.ndarray, gamma_index: int = 0,
     return bool(np.any(gamma[3:] < 0) or np.any(gamma[:3] < -tolerance) or np.any(others < 0))
 
 
+def _displaced(n: int) -> str:
+    return f"{n} displaced supercell{'' if n == 1 else 's'}"
+
+
 def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, relax, fmax, relax_steps,
                 symprec, fix_symmetry_symprec, displacement, isotopes, boundary_mfp,
-                stop_on_broken_symmetry) -> None:
+                stop_on_broken_symmetry, log: Callable[[str], None]) -> None:
     """Relaxation, fc2, imaginary-mode check, fc3 and conductivity, filling ``result`` in place
     (``result.failed_stage`` tracks the stage in case of an exception)."""
     from phono3py import Phono3py
@@ -697,6 +704,7 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     result.failed_stage = "relax"
     t0 = time.perf_counter()
     if relax:
+        log(f"stage relax: symmetry-preserving relaxation, fmax {fmax:g} eV/Å, at most {relax_steps} steps")
         unit, info, sg0, sg1 = _relaxed(result.atoms, calc, cache, fmax=fmax, steps=relax_steps,
                                         symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec,
                                         progress=progress)
@@ -727,6 +735,7 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     t0 = time.perf_counter()
     fc2_structures = [to_ase_atoms(s) for s in ph3.phonon_supercells_with_displacements]
     result.n_displacements_fc2 = len(fc2_structures)
+    log(f"stage fc2: forces of {_displaced(len(fc2_structures))} ({len(ph3.phonon_supercell)} atoms each)")
     forces = displacement_forces(fc2_structures, calc, cache_dir=None if cache is None else cache / "fc2",
                                  label="fc2", progress=progress)
     ph3.phonon_forces = np.array(forces, dtype=float)
@@ -749,6 +758,7 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     fc3_structures = [None if s is None else to_ase_atoms(s) for s in ph3.supercells_with_displacements]
     present = [k for k, s in enumerate(fc3_structures) if s is not None]
     result.n_displacements_fc3 = len(present)
+    log(f"stage fc3: forces of {_displaced(len(present))} ({len(ph3.supercell)} atoms each)")
     computed = displacement_forces([fc3_structures[k] for k in present], calc,
                                    cache_dir=None if cache is None else cache / "fc3", label="fc3",
                                    progress=progress)
@@ -763,6 +773,8 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
 
     # ---------------------------------------------------------------- conductivity
     result.failed_stage = "conductivity"
+    log(f"stage conductivity: {result.method}, q-mesh {result.mesh}, "
+        f"{', '.join(f'{t:g}' for t in result.temperatures)} K")
     t0 = time.perf_counter()
     ph3.init_phph_interaction()
     ph3.run_thermal_conductivity(

@@ -39,8 +39,9 @@ INFO_KEYS = ("fc2_supercell", "fc3_supercell", "q_point_mesh")
 ID_KEYS = ("material_id", "mp_id")
 
 
-def read_kappa_structures(path: Union[str, Path], require_settings: bool = True) -> List[Tuple[str, Atoms]]:
-    """(material_id, atoms) for every frame of ``path``.
+def read_kappa_structures(path: Union[str, Path], require_settings: bool = True,
+                          format: Optional[str] = None) -> List[Tuple[str, Atoms]]:
+    """(material_id, atoms) for every frame of ``path`` (ASE ``format``, default: from the name).
 
     Raises ValueError naming the file and frame for an unreadable file, a frame that is not a
     3-D periodic crystal, a missing ``fc2_supercell``/``fc3_supercell``/``q_point_mesh`` (when
@@ -52,9 +53,10 @@ def read_kappa_structures(path: Union[str, Path], require_settings: bool = True)
     if not path.is_file():
         raise ValueError(f"structures file {str(path)!r} does not exist")
     try:
-        frames = ase.io.read(str(path), index=":")
+        frames = ase.io.read(str(path), index=":", format=format)
     except Exception as err:  # ASE raises many kinds for malformed files
-        raise ValueError(f"cannot read structures file {str(path)!r}: {err}") from None
+        msg = str(err) or type(err).__name__
+        raise ValueError(f"cannot read structures file {str(path)!r}: {msg}") from None
     if not frames:
         raise ValueError(f"structures file {str(path)!r} holds no structure")
     items, seen = [], set()

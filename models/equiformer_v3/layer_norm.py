@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mlip.derived_constants import DerivedConstants
 from mlip.so3 import degrees
 
 
-class MergedLayerNorm(nn.Module):
+class MergedLayerNorm(DerivedConstants):
     """One normaliser per node shared by all degrees (EquiformerV3's merged layer norm).
 
     x₀ ← x₀ − mean_c x₀ (scalars only); σ² = 1/(L+1) Σ_l 1/(2l+1) Σ_m mean_c x_lm²;
@@ -23,7 +24,7 @@ class MergedLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(channels))
         deg = degrees(lmax)
         self.register_buffer("degree", deg, persistent=False)
-        self.register_buffer("component_weight", 1.0 / ((2 * deg + 1) * (lmax + 1)).double(), persistent=False)
+        self.register_constant("component_weight", 1.0 / ((2 * deg + 1) * (lmax + 1)).double())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         in_dtype = x.dtype
