@@ -9,8 +9,9 @@
 
 ``--model`` accepts a shipped model's name, a checkpoint path or the import path of an ASE
 calculator class (``ase.calculators.emt:EMT``). Bad input (unreadable file, unknown element, NaN
-coordinates, unknown model, ...) prints ``mlip: error: <message>`` and exits with status 2;
-a simulation that fails at run time exits with status 1. Set ``MLIP_DEBUG=1`` for tracebacks.
+coordinates, unknown model, ...) and a missing optional extra print ``mlip: error: <message>`` and exit
+with status 2; a simulation that fails at run time exits with status 1. Set ``MLIP_DEBUG=1`` for
+tracebacks.
 """
 
 from __future__ import annotations
@@ -857,6 +858,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     from ase.calculators.calculator import PropertyNotImplementedError
 
+    from mlip.extras import MissingExtraError
+
     threads = getattr(args, "threads", None)
     debug = os.environ.get("MLIP_DEBUG", "") not in ("", "0")
     previous_threads = None
@@ -870,7 +873,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except (CLIError, ValueError, FileNotFoundError, PropertyNotImplementedError, OSError) as err:
+    except (CLIError, ValueError, FileNotFoundError, PropertyNotImplementedError, OSError,
+            MissingExtraError) as err:
         if debug:
             raise
         msg = str(err) or type(err).__name__
