@@ -35,7 +35,8 @@ def unknown_keys_message(unknown: Iterable[Any], accepted: Iterable[str], what: 
             guesses.append(match[0])
     hint = f" (did you mean {' or '.join(repr(g) for g in guesses)}?)" if guesses else ""
     plural = "s" if len(unknown) > 1 else ""
-    return f"unknown {what}{plural} {names}{context}{hint}; accepted: {', '.join(closest_first(unknown, accepted))}"
+    listed = ", ".join(closest_first(unknown, accepted))
+    return f"unknown {what}{plural} {names}{context}{hint}; accepted: {listed}"
 
 
 def is_integer(value: Any) -> bool:
@@ -61,7 +62,8 @@ def type_error_message(name: str, expected: str, value: Any) -> str:
             float(value)
         except ValueError:
             return message
-        message += f" (YAML reads an exponent without a dot as a string: write {value.lower().replace('e', '.0e', 1)})"
+        dotted = value.lower().replace("e", ".0e", 1)
+        message += f" (YAML reads an exponent without a dot as a string: write {dotted})"
     return message
 
 

@@ -92,7 +92,8 @@ def check_hyperparameters(name: str, hyperparameters: dict) -> dict:
     defaults = default_hyperparameters(name)
     unknown = set(hyperparameters) - set(defaults)
     if unknown:
-        raise TypeError(unknown_keys_message(unknown, defaults, "hyperparameter", f" for architecture {name!r}"))
+        context = f" for architecture {name!r}"
+        raise TypeError(unknown_keys_message(unknown, defaults, "hyperparameter", context))
     for key, value in hyperparameters.items():
         if not _like(value, defaults[key]):
             raise TypeError(type_error_message(f"{name} hyperparameter {key}",
