@@ -9,8 +9,8 @@
 
 ``--model`` accepts a shipped model's name, a checkpoint path or the import path of an ASE
 calculator class (``ase.calculators.emt:EMT``). Bad input (unreadable file, unknown element, NaN
-coordinates, unknown model, ...) prints ``mlip: error: <message>`` and exits with status 2;
-a simulation that fails at run time exits with status 1; ``mlip relax`` exits with status 3
+coordinates, unknown model, ...) and a missing optional extra print ``mlip: error: <message>`` and exit
+with status 2; a simulation that fails at run time exits with status 1; ``mlip relax`` exits with status 3
 (``EXIT_NOT_CONVERGED``) when the relaxation did not converge, after writing its result. Set
 ``MLIP_DEBUG=1`` for tracebacks.
 """
@@ -949,6 +949,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     from ase.calculators.calculator import PropertyNotImplementedError
 
+    from mlip.extras import MissingExtraError
+
     threads = getattr(args, "threads", None)
     debug = os.environ.get("MLIP_DEBUG", "") not in ("", "0")
     previous_threads = None
@@ -962,7 +964,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except (CLIError, ValueError, FileNotFoundError, PropertyNotImplementedError, OSError) as err:
+    except (CLIError, ValueError, FileNotFoundError, PropertyNotImplementedError, OSError,
+            MissingExtraError) as err:
         if debug:
             raise
         msg = str(err) or type(err).__name__

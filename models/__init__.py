@@ -14,6 +14,7 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
+from mlip.keys import is_integer, is_number, type_error_message, unknown_keys_message
 from mlip.potential import Potential
 
 _REGISTRY: Dict[str, str] = {
@@ -52,6 +53,54 @@ def default_hyperparameters(name: str) -> dict:
     }
 
 
+def _expected_like(default) -> Optional[str]:
+    """What a value must be to replace ``default``, in words (None: anything)."""
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, int):
+        return "an integer"
+    if isinstance(default, float):
+        return "a number"
+    if isinstance(default, str):
+        return "a string"
+    if isinstance(default, (list, tuple)):
+        return "a list"
+    return None
+
+
+def _like(value, default) -> bool:
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return is_integer(value)
+    if isinstance(default, float):
+        return is_number(value)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return True
+
+
+def check_hyperparameters(name: str, hyperparameters: dict) -> dict:
+    """Check ``hyperparameters`` against architecture ``name``'s and return all its defaults.
+
+    ``TypeError`` for a name the architecture does not have (the message lists the accepted ones,
+    closest match first) or a value of another type than the default's (bool, integer, number, string
+    or list; an integer is accepted for a number, anything where the default is None).
+    """
+    defaults = default_hyperparameters(name)
+    unknown = set(hyperparameters) - set(defaults)
+    if unknown:
+        context = f" for architecture {name!r}"
+        raise TypeError(unknown_keys_message(unknown, defaults, "hyperparameter", context))
+    for key, value in hyperparameters.items():
+        if not _like(value, defaults[key]):
+            raise TypeError(type_error_message(f"{name} hyperparameter {key}",
+                                               _expected_like(defaults[key]), value))
+    return defaults
+
+
 def create_model(
     name: str,
     species: Sequence,
@@ -74,15 +123,10 @@ def create_model(
         repulsion: the short-range repulsion term added to every model (``"zbl"``: the switched
             ZBL screened nuclear repulsion of :mod:`mlip.repulsion`; a mapping ``{kind: zbl, inner:
             ..., outer: ...}`` for other switch radii; ``None`` for none).
-        **hyperparameters: architecture hyperparameters; unknown names raise ``TypeError``.
+        **hyperparameters: architecture hyperparameters; unknown names and values of the wrong
+            type raise ``TypeError`` (see :func:`check_hyperparameters`).
     """
-    defaults = default_hyperparameters(name)
-    unknown = sorted(set(hyperparameters) - set(defaults))
-    if unknown:
-        raise TypeError(
-            f"unknown hyperparameter(s) {', '.join(unknown)} for architecture {name!r}; "
-            f"accepted: {', '.join(sorted(defaults))}"
-        )
+    defaults = check_hyperparameters(name, hyperparameters)
     if not cutoff or float(cutoff) <= 0:
         raise ValueError(f"cutoff must be a positive number of Å, got {cutoff!r}")
     hp = {**defaults, **hyperparameters}
@@ -147,6 +191,7 @@ def create_model_from_config(path, seed: Optional[int] = None, **overrides) -> P
 
 __all__ = [
     "available_architectures",
+    "check_hyperparameters",
     "config_path",
     "create_model",
     "create_model_from_config",

@@ -179,7 +179,7 @@ def test_mlip_train_command(tmp_path, samples, capsys):
     # A config with a typo is a clean error.
     path.write_text(yaml.safe_dump(dict(cfg, epochz=3)))
     assert main(["train", str(path)]) == 2
-    assert "unknown key(s) epochz" in capsys.readouterr().err
+    assert "unknown key 'epochz' (did you mean 'epochs'?)" in capsys.readouterr().err
 
 
 def test_rotated_samples_carry_the_labels_of_the_rotated_structure(samples):

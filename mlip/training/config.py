@@ -2,15 +2,60 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Dict, Optional
 
+from mlip.keys import is_integer, is_number, type_error_message, unknown_keys_message
 
-def _check_keys(data: dict, cls, message: str) -> None:
+
+def _check_keys(data: dict, cls, where: str, what: str = "key") -> None:
     known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
+    unknown = set(data) - known
     if unknown:
-        raise ValueError(f"{message} {', '.join(map(str, unknown))}; accepted: {', '.join(sorted(known))}")
+        raise ValueError(f"{where}: {unknown_keys_message(unknown, known, what)}")
+
+
+def _expected(hint) -> Optional[str]:
+    """What a value of the field type ``hint`` must be, in words (None: anything)."""
+    if typing.get_origin(hint) is typing.Union:
+        kinds = [_expected(h) for h in typing.get_args(hint) if h is not type(None)]
+        if None in kinds:
+            return None
+        return " or ".join(kinds) + (" or null" if type(None) in typing.get_args(hint) else "")
+    origin = typing.get_origin(hint) or hint
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+            tuple: "a list", list: "a list", dict: "a mapping"}.get(origin)
+
+
+def _matches(value, hint) -> bool:
+    if typing.get_origin(hint) is typing.Union:
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    origin = typing.get_origin(hint) or hint
+    if hint is type(None):
+        return value is None
+    if origin is int:
+        return is_integer(value)
+    if origin is float:
+        return is_number(value)
+    if origin is bool:
+        return isinstance(value, bool)
+    if origin in (tuple, list):
+        return isinstance(value, (tuple, list))
+    if origin in (str, dict):
+        return isinstance(value, origin)
+    return True  # Any
+
+
+def _check_types(data: dict, cls, where: str, prefix: str = "") -> None:
+    """ValueError naming the first value of ``data`` that does not have its field's type."""
+    hints = typing.get_type_hints(cls)
+    for key, value in data.items():
+        hint = hints[key]
+        if is_dataclass(hint):
+            continue  # a section, checked on its own
+        if not _matches(value, hint):
+            raise ValueError(f"{where}: {type_error_message(prefix + key, _expected(hint), value)}")
 
 
 @dataclass
@@ -106,14 +151,16 @@ class TrainConfig:
     def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":
         if not isinstance(data, dict):
             raise ValueError(f"{where}: a training config is a mapping")
-        _check_keys(data, cls, f"{where}: unknown key(s)")
+        _check_keys(data, cls, where)
+        _check_types(data, cls, where)
         kwargs = dict(data)
         for key, sub in (("data", DataConfig), ("loss", LossConfig), ("optimizer", OptimizerConfig)):
             if key in kwargs:
                 value = kwargs[key] or {}
                 if not isinstance(value, dict):
                     raise ValueError(f"{where}: {key} must be a mapping")
-                _check_keys(value, sub, f"{where}: unknown {key} key(s)")
+                _check_keys(value, sub, where, f"{key} key")
+                _check_types(value, sub, where, prefix=f"{key}.")
                 kwargs[key] = sub(**value)
         config = cls(**kwargs)
         config.validate(where)
@@ -129,6 +176,7 @@ class TrainConfig:
         for key in ("name", "species", "cutoff"):
             if key not in self.model:
                 raise ValueError(f"{where}: model needs {key!r}")
+        self._check_model(where)
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError(f"{where}: epochs and batch_size must be >= 1")
         if self.loss.kind not in ("mse", "mae", "huber"):
@@ -147,6 +195,20 @@ class TrainConfig:
                              "starts a new model from a fitted term, the other continues a whole model)")
         if self.init_grow and not self.init_from:
             raise ValueError(f"{where}: init_grow needs init_from (the checkpoint to grow from)")
+
+    def _check_model(self, where: str) -> None:
+        """The architecture and hyperparameters of ``model`` before any data are read: the errors of
+        :func:`mlip.models.check_hyperparameters`, naming the config."""
+        import inspect
+
+        from mlip.models import check_hyperparameters, create_model
+
+        named = {k for k, p in inspect.signature(create_model).parameters.items() if p.kind != p.VAR_KEYWORD}
+        hyperparameters = {k: v for k, v in self.model.items() if k not in named}
+        try:
+            check_hyperparameters(self.model["name"], hyperparameters)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: model: {err}") from None
 
     def to_dict(self) -> Dict[str, Any]:
         out = asdict(self)

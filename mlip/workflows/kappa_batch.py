@@ -121,7 +121,9 @@ def run_kappa_batch(
     """
     from mlip.workflows.kappa import run_kappa
     from mlip.workflows.model_loading import resolve_calculator
+    from mlip.workflows.phonopy_utils import import_phono3py
 
+    import_phono3py()  # one clear error now, not one "crashed" record per material
     items = read_kappa_structures(structures) if isinstance(structures, (str, Path)) else list(structures)
     for key in ("fc2_supercell", "fc3_supercell", "mesh", "out_dir", "progress", "raise_errors"):
         if key in kappa_kwargs:

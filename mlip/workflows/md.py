@@ -9,6 +9,8 @@ from typing import IO, Optional, Union
 import numpy as np
 from ase import Atoms, units
 
+from mlip.extras import require
+
 ENSEMBLES = ("nve", "nvt", "npt")
 BAROSTATS = ("isotropic", "anisotropic")
 
@@ -314,11 +316,9 @@ def save_energy_plot(result: MDResult, path) -> None:
     Uses matplotlib's Agg canvas directly (no pyplot, no global backend change); matplotlib is
     imported only here (``pip install mlip-torch[plot]``).
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("save_energy_plot needs matplotlib: pip install 'mlip-torch[plot]'") from err
+    require("matplotlib", "plot", "the energy plot")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     n = max(result.n_atoms, 1)
     fig = Figure(figsize=(7, 7.5), constrained_layout=True)

@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from ase import Atoms
 
+from mlip.extras import require
 from mlip.workflows.force_constant_inputs import check_force_constant_inputs, float64_calculator
 from mlip.workflows.json_io import atoms_to_dict, jsonable, write_json
 from mlip.workflows.model_loading import calculator_cutoff
@@ -621,11 +622,9 @@ def _band_structure(ph, primitive: Atoms, npoints: int) -> dict:
 
 # ----------------------------------------------------------------------------------------- plots
 def _figure(figsize):
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("phonon plots need matplotlib: pip install 'mlip-torch[plot]'") from err
+    require("matplotlib", "plot", "phonon plots")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     fig = Figure(figsize=figsize, constrained_layout=True)
     FigureCanvasAgg(fig)
     return fig

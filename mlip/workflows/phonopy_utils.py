@@ -7,23 +7,17 @@ from typing import Sequence, Union
 import numpy as np
 from ase import Atoms
 
+from mlip.extras import require
+
 
 def import_phonopy():
-    """``phonopy`` (optional extra), with an install hint when missing."""
-    try:
-        import phonopy
-    except ImportError:
-        raise ImportError("phonon workflows need phonopy: pip install 'mlip-torch[phonons]'") from None
-    return phonopy
+    """``phonopy`` (extra ``phonons``); :class:`mlip.extras.MissingExtraError` when missing."""
+    return require("phonopy", "phonons", "phonon calculations")
 
 
 def import_phono3py():
-    """``phono3py`` (optional extra), with an install hint when missing."""
-    try:
-        import phono3py
-    except ImportError:
-        raise ImportError("thermal conductivity needs phono3py: pip install 'mlip-torch[phonons]'") from None
-    return phono3py
+    """``phono3py`` (extra ``phonons``); :class:`mlip.extras.MissingExtraError` when missing."""
+    return require("phono3py", "phonons", "thermal conductivity")
 
 
 def to_phonopy_atoms(atoms: Atoms):

@@ -9,6 +9,8 @@ import numpy as np
 from ase import Atoms
 from ase.optimize import FIRE
 
+from mlip.extras import require
+
 
 @dataclass
 class RelaxResult:
@@ -40,10 +42,7 @@ class RelaxResult:
 
 def spacegroup(atoms: Atoms, symprec: float = 1e-5) -> str:
     """International symbol and number of the space group, e.g. ``"Fm-3m (225)"`` (needs spglib)."""
-    try:
-        import spglib
-    except ImportError:
-        raise ImportError("symmetry analysis needs spglib: pip install 'mlip-torch[phonons]'") from None
+    spglib = require("spglib", "phonons", "symmetry analysis")
     cell = (atoms.cell.array, atoms.get_scaled_positions(), atoms.numbers)
     symbol = spglib.get_spacegroup(cell, symprec=symprec)
     if symbol is None:

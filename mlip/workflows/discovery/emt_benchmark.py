@@ -46,6 +46,8 @@ import numpy as np
 from ase import Atoms
 from ase.build import bulk
 
+from mlip.extras import require
+
 ELEMENTS = ("Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt")
 #: hull distances closer to zero than this (eV/atom) are not used for candidates
 MARGIN = 1e-3
@@ -163,11 +165,9 @@ def generate_emt_benchmark(
         margin: minimum |hull distance| of a candidate (eV/atom).
         progress: progress bars.
     """
-    try:
-        from pymatgen.analysis.phase_diagram import PDEntry, PhaseDiagram
-        from pymatgen.core import Composition
-    except ImportError:
-        raise ImportError("the EMT benchmark builds its hull with pymatgen: pip install 'mlip-torch[discovery]'") from None
+    require("pymatgen", "discovery", "the EMT benchmark's convex hull")
+    from pymatgen.analysis.phase_diagram import PDEntry, PhaseDiagram
+    from pymatgen.core import Composition
     from ase.calculators.emt import EMT
     from tqdm.auto import tqdm
 

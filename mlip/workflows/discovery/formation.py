@@ -23,12 +23,11 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 
 from ase.data import chemical_symbols
 
+from mlip.extras import require
+
 
 def _need_pymatgen(what: str):
-    try:
-        import pymatgen  # noqa: F401
-    except ImportError:
-        raise ImportError(f"{what} needs pymatgen: pip install 'mlip-torch[discovery]'") from None
+    require("pymatgen", "discovery", what)
 
 
 def _entry_energy_per_atom(data: dict, where: str) -> float:

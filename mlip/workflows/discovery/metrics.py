@@ -28,6 +28,8 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 import numpy as np
 
+from mlip.extras import require
+
 PathLike = Union[str, Path]
 
 #: predictions further than this from the reference formation energy are masked (eV/atom)
@@ -37,12 +39,8 @@ CPS_RMSD_SCALE = 0.15
 
 
 def _stable_metrics():
-    try:
-        from matbench_discovery.metrics import stable_metrics
-    except ImportError as err:
-        raise ImportError(f"discovery metrics need matbench-discovery (its metrics module): "
-                          f"pip install 'mlip-torch[discovery]' ({err})") from None
-    return stable_metrics
+    return require("matbench_discovery.metrics", "discovery", "discovery metrics",
+                   package="matbench-discovery").stable_metrics
 
 
 def hull_distances(predictions: Mapping[str, float], reference: Mapping[str, dict],
@@ -104,7 +102,7 @@ def guarded_stable_metrics(each_true: np.ndarray, each_pred: np.ndarray) -> Dict
 def classification_metrics(each_true: np.ndarray, each_pred: np.ndarray) -> Dict[str, float]:
     """``matbench_discovery.metrics.stable_metrics`` (NaN predictions = unstable), Accuracy over
     all materials (see the module docstring), plus ``missing_preds``."""
-    import pandas as pd
+    pd = require("pandas", "discovery", "discovery metrics")
 
     each_true = np.asarray(each_true, dtype=float)
     each_pred = np.asarray(each_pred, dtype=float)
@@ -145,11 +143,9 @@ def structure_rmsd(predicted: Mapping[str, Any], reference: Mapping[str, Any], p
     """RMSD (Å) per material with ``StructureMatcher(stol=1.0, scale=False).get_rms_dist``
     (pymatgen); None where the prediction is missing or does not match. Materials of the
     reference only."""
-    try:
-        from pymatgen.analysis.structure_matcher import StructureMatcher
-        from pymatgen.io.ase import AseAtomsAdaptor
-    except ImportError:
-        raise ImportError("RMSD needs pymatgen: pip install 'mlip-torch[discovery]'") from None
+    require("pymatgen", "discovery", "RMSD")
+    from pymatgen.analysis.structure_matcher import StructureMatcher
+    from pymatgen.io.ase import AseAtomsAdaptor
     matcher = StructureMatcher(stol=1.0, scale=False)
     out: Dict[str, Optional[float]] = {}
     ids = list(reference)
@@ -248,7 +244,7 @@ def discovery_metrics(
 def plot_hull_distances(each_true, each_pred, path: PathLike, metrics: Optional[dict] = None) -> None:
     """Parity plot of predicted vs reference hull distance (eV/atom); missing predictions are
     drawn at the top edge in grey, the four quadrants (TP, FN, FP, TN) in colour."""
-    import matplotlib
+    matplotlib = require("matplotlib", "plot", "the parity plot")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
