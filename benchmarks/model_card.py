@@ -48,10 +48,12 @@ def errors(potential, samples) -> dict:
     return evaluate(potential, samples, batch_size=16, dtype="float64")
 
 
-def card_sample(n: int, seed: int):
+def card_sample(counts, seed: int):
+    """The card sample: ``generate_emt_dataset(counts, seed)`` with counts per category (a dict), so that
+    the same frames come back when the generator gains a category."""
     from mlip.data.emt import generate_emt_dataset
 
-    return generate_emt_dataset(n, seed=seed, progress=False)
+    return generate_emt_dataset(counts, seed=seed, progress=False)
 
 
 def rotation_spread(potential, samples, n_rotations: int = 8, seed: int = 0) -> dict:
@@ -229,7 +231,8 @@ def write_card(path: Path, data: dict) -> None:
             "",
         ]
     lines += [
-        f"Card sample (checked by the test suite: `generate_emt_dataset({s['n']}, seed={s['seed']})`): energy MAE "
+        f"Card sample (checked by the test suite: `generate_emt_dataset({s.get('counts', s['n'])}, "
+        f"seed={s['seed']})`): energy MAE "
         f"{s['metrics'][KEYS['energy']]:.4f} meV/atom, force MAE {s['metrics'][KEYS['forces']]:.4f} meV/Å, stress MAE "
         f"{s['metrics'][KEYS['stress']]:.4f} meV/Å³.",
         "",
@@ -332,7 +335,7 @@ def main(argv=None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--summary", default="")
     parser.add_argument("--test", required=True, help="test extxyz")
-    parser.add_argument("--test-command", default="mlip data emt emt-test.xyz --seed 1 -n 500")
+    parser.add_argument("--test-command", default="mlip data emt emt-test.xyz --seed 1 --count crystal=58 --count ordered_alloy=58 --count random_alloy=92 --count vacancy=50 --count surface=92 --count md=100 --count cluster=50")
     parser.add_argument("--train-data-command", default="mlip data emt emt-train.xyz --seed 0")
     parser.add_argument("--train-command", required=True, action="append",
                         help="the training command (once per stage, in order)")
@@ -383,7 +386,10 @@ def main(argv=None) -> int:
                                            batch_size=16, dtype="float64")
     kinds = {kind: {"n": n, KEYS["energy"]: m[KEYS["energy"]], KEYS["forces"]: m[KEYS["forces"]]}
              for kind, (n, m) in groups.items()}
-    sample_metrics = errors(potential, card_sample(args.sample_n, args.sample_seed))
+    from mlip.data.emt import resolve_counts
+
+    sample_counts = resolve_counts(args.sample_n)
+    sample_metrics = errors(potential, card_sample(sample_counts, args.sample_seed))
 
     rotations = rotation_spread(potential, test[:: max(1, len(test) // 25)][:25])
     share = embedded_atom_share(weights, test)
@@ -418,7 +424,8 @@ def main(argv=None) -> int:
         "test": {"n_structures": len(test), "metrics": test_metrics, "by_config_type": kinds},
         "rotation": rotations,
         "embedded_atom_share": share,
-        "card_sample": {"n": args.sample_n, "seed": args.sample_seed, "metrics": sample_metrics},
+        "card_sample": {"n": args.sample_n, "counts": sample_counts, "seed": args.sample_seed,
+                        "metrics": sample_metrics},
         "speed": {"md_atom_steps_per_s": speed, "threads": torch.get_num_threads(),
                   "cpu": platform.processor() or platform.machine()},
         "training": {"n_train": meta["training"]["n_train"], "n_valid": meta["training"]["n_valid"],

@@ -83,12 +83,17 @@ class Potential(nn.Module):
         #: reference energies are isolated-atom energies, reproduced exactly (see the class docstring)
         self.isolated_reference = bool(isolated_reference)
         self._isolated_cache: Optional[tuple] = None  # (key, model_iso) for frozen weights
+        self.repulsion = None
+        self.set_repulsion(repulsion)
+
+    def set_repulsion(self, spec) -> None:
+        """Declare the short-range repulsion term (:func:`mlip.repulsion.build_repulsion`'s ``spec``;
+        ``None`` removes it). It must lie within the cutoff, where the neighbour list reaches."""
+        term = build_repulsion(spec, self.atomic_numbers.tolist())
+        if term is not None and term.max_range() > self.cutoff:
+            raise ValueError(f"the repulsion term reaches {term.max_range():.2f} Å, beyond the cutoff {self.cutoff} Å")
         #: the short-range repulsion term (a module with ``config()``), or None
-        self.repulsion = build_repulsion(repulsion, numbers)
-        if self.repulsion is not None and self.repulsion.max_range() > self.cutoff:
-            raise ValueError(
-                f"the repulsion term reaches {self.repulsion.max_range():.2f} Å, beyond the cutoff {self.cutoff} Å"
-            )
+        self.repulsion = term if term is None else term.to(self.atomic_numbers.device)
 
     # ------------------------------------------------------------------ metadata
     @property

@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import torch
-from torch import nn
-
+from mlip.derived_constants import DerivedConstants
 from mlip.radial import safe_length
 
 #: e²/(4π ε₀) in eV·Å
@@ -52,7 +51,7 @@ def smooth_switch(r: torch.Tensor, r_in: torch.Tensor, r_out: torch.Tensor) -> t
     return 1.0 - t * t * t * (10.0 - 15.0 * t + 6.0 * t * t)
 
 
-class ZBLRepulsion(nn.Module):
+class ZBLRepulsion(DerivedConstants):
     """The switched ZBL repulsion as per-atom energies (half of each pair's energy to each atom).
 
     Args:
@@ -71,9 +70,8 @@ class ZBLRepulsion(nn.Module):
         self.inner = inner
         self.outer = outer
         # Constants of the elements, not weights: rebuilt from the atomic numbers, never stored.
-        self.register_buffer("z", torch.tensor(numbers, dtype=torch.float64), persistent=False)
-        self.register_buffer("radii", torch.tensor([covalent_radii[z] for z in numbers], dtype=torch.float64),
-                             persistent=False)
+        self.register_constant("z", torch.tensor(numbers, dtype=torch.float64))
+        self.register_constant("radii", torch.tensor([covalent_radii[z] for z in numbers], dtype=torch.float64))
 
     def max_range(self) -> float:
         """The largest distance (Å) at which any pair of the potential's elements still feels the term."""

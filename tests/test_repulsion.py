@@ -222,7 +222,8 @@ def test_every_architecture_has_a_repulsive_wall(potential64):
         rises = np.diff(energies) > 0
         assert rises.all(), f"{a}-{b}: E falls between {distances[1:][~rises].min():.3f} and " \
                             f"{distances[1:][~rises].max():.3f} Å"
-        assert energies[-1] - energies[0] > 100.0
+        # and the wall is the nuclear repulsion's: at 0.1 Å most of ZBL's energy (H–H: 88 eV, Cu–Cu: 53 keV)
+        assert energies[-1] - energies[0] > 0.5 * zbl_reference(0.1, atomic_numbers[a], atomic_numbers[b])
 
 
 def test_without_the_term_a_random_network_has_no_wall():
@@ -230,4 +231,4 @@ def test_without_the_term_a_random_network_has_no_wall():
     potential = create_model("platonic", species=["Cu"], cutoff=4.0, seed=0, repulsion=None, channels=8,
                              num_layers=2, num_heads=2, head_dim=4).double()
     distances, energies = dimer_curve(potential, "Cu", "Cu")
-    assert energies[-1] - energies[0] < 100.0
+    assert energies[-1] - energies[0] < 0.5 * zbl_reference(0.1, 29, 29)

@@ -1,0 +1,63 @@
+"""Every shipped model is repulsive at short range: its dimers rise monotonically down to 0.1 Å and a
+4000 K NVT run does not fuse atoms."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from ase import Atoms
+from ase.data import atomic_numbers, covalent_radii
+from ase.io import read
+
+import mlip
+from mlip import pretrained
+from mlip.graph import batch_atoms
+from mlip.repulsion import ZBLRepulsion
+
+SHIPPED = sorted(pretrained.TRAINED)
+
+
+def dimer_energies(potential, a, b, distances):
+    """Energies (float64) [len(distances)] of the a–b dimer at each distance, in one batch."""
+    dimers = [Atoms([a, b], positions=[[0, 0, 0], [0, 0, r]]) for r in distances]
+    graph = batch_atoms(dimers, potential.cutoff, dtype=torch.float64)
+    out = potential(graph, compute_forces=False, compute_stress=False)
+    return out["energy"].detach().numpy()
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_dimer_of_a_shipped_model_rises_monotonically_to_0_1_angstrom(name):
+    potential = pretrained.load(name).double()
+    assert isinstance(potential.repulsion, ZBLRepulsion)
+    falling = []
+    for a, b in itertools.combinations_with_replacement(potential.species, 2):
+        bond = covalent_radii[atomic_numbers[a]] + covalent_radii[atomic_numbers[b]]
+        distances = np.linspace(0.6 * bond, 0.1, 300)
+        energies = dimer_energies(potential, a, b, distances)
+        rises = np.diff(energies) > 0
+        if not rises.all():
+            where = distances[1:][~rises]
+            falling.append(f"{a}-{b} between {where.min():.3f} and {where.max():.3f} Å")
+    assert not falling, f"{name}: E(r) falls as r decreases for " + "; ".join(falling)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHIPPED)
+def test_hot_nvt_does_not_fuse_atoms(name, tmp_path):
+    """The run of the reliability report: 32 Cu atoms, NVT at 4000 K, 600 steps of 1 fs, friction 0.05."""
+    from ase.build import make_supercell
+
+    from mlip.workflows.md import run_md
+
+    atoms = make_supercell(read("examples/structures/cu_fcc.cif"), 2 * np.eye(3))
+    calc = mlip.MLIPCalculator(pretrained.load(name), device="cpu", dtype="float32")
+    trajectory = tmp_path / "md.traj"
+    run_md(atoms, calc, ensemble="nvt", temperature=4000.0, steps=600, friction=0.05, seed=0,
+           trajectory=str(trajectory), log_interval=1, progress=False)
+    frames = read(trajectory, ":")
+    assert len(frames) >= 600
+    shortest = min(float(np.min(f.get_all_distances(mic=True)[np.triu_indices(len(f), 1)])) for f in frames)
+    assert shortest > 1.5, f"{name}: atoms came {shortest:.2f} Å close at 4000 K"
