@@ -532,6 +532,9 @@ def test_generator_content(small_emt):
         if a.pbc.any():
             assert 4 <= len(a) <= 64
             assert a.cell.rank == 3 and s.stress is not None and np.all(np.isfinite(s.stress))
+        if a.info["config_type"] == "compressed":  # checked by test_generator_compressed_pairs_...
+            assert a.info["prototype"] in ("dimer", "trimer", "fcc-pair")
+            continue
         if a.info["config_type"] == "cluster":
             assert not a.pbc.any() and np.all(a.cell.array == 0) and s.stress is None
         elif a.info["config_type"] == "surface":
@@ -540,7 +543,7 @@ def test_generator_content(small_emt):
             assert a.cell[2, 2] - (z.max() - z.min()) > 9.0  # ≥ 2 × 5 Å of vacuum, minus rattle (σ ≤ 0.1 Å)
         else:
             assert a.pbc.all()
-        # no two atoms closer than 1.8 Å (periodic images included)
+        # outside the compressed category no two atoms closer than 1.8 Å (periodic images included)
         from ase.neighborlist import neighbor_list
 
         if len(a) > 1 or a.pbc.any():
@@ -592,6 +595,30 @@ def test_generator_clusters_include_isolated_atoms_of_every_element():
     assert "dimer" in kinds and any(k.startswith("compact") for k in kinds) and len(kinds) >= 5
     for a in frames:
         assert "stress" not in a.calc.results
+
+
+def test_generator_compressed_pairs_reach_into_the_repulsive_wall():
+    """The compressed category pushes one pair (atoms 0 and 1) between 0.45 × the covalent-radius sum
+    and the shortest distance the other categories allow, in dimers, trimers and fcc cells."""
+    from ase.data import atomic_numbers, covalent_radii
+
+    from mlip.data.emt import MIN_DISTANCE
+
+    frames = generate_emt_dataset({"compressed": 30}, seed=3, progress=False)
+    assert {a.info["prototype"] for a in frames} == {"dimer", "trimer", "fcc-pair"}
+    fractions = []
+    for a in frames:
+        assert a.info["config_type"] == "compressed"
+        za, zb = a.numbers[:2]
+        bond = covalent_radii[za] + covalent_radii[zb]
+        d = a.get_distance(0, 1, mic=bool(a.pbc.any()))
+        distances = a.get_all_distances(mic=bool(a.pbc.any()))[np.triu_indices(len(a), 1)]
+        assert d == pytest.approx(distances.min(), abs=1e-6)  # the compressed pair is the shortest
+        assert 0.45 * bond - 1e-6 <= d < max(MIN_DISTANCE, 0.75 * 2.9)
+        fractions.append(d / bond)
+        assert a.get_potential_energy() > 0 and np.all(np.isfinite(a.get_forces()))
+        assert (a.cell.rank == 3) == ("stress" in a.calc.results)
+    assert min(fractions) < 0.5 < max(fractions)
 
 
 def test_generator_counts_and_cli(tmp_path, capsys):

@@ -22,7 +22,7 @@
 * ``compressed``: pairs pushed closer than any other category allows, so a model learns the rising
   wall of the repulsion: dimers, trimers (one compressed pair and a third atom at a bonding distance)
   and fcc cells with one atom moved towards a neighbour, each compressed pair at a distance between
-  0.6 × the sum of the pair's covalent radii (ASE's table) and the shortest distance of the other
+  0.45 × the sum of the pair's covalent radii (ASE's table) and the shortest distance of the other
   categories.
 
 Periodic cells have 4–64 atoms; lattice constants start at EMT's own fcc equilibrium
@@ -85,7 +85,7 @@ SMALL_COUNTS = {"crystal": 4, "ordered_alloy": 5, "random_alloy": 3, "vacancy": 
 MIN_DISTANCE = 1.8
 MIN_NN_FRACTION = 0.75  # of the pair's mean EMT nearest-neighbour distance (Au–Au ≥ 2.15 Å, Ni–Ni ≥ 1.85 Å)
 #: the shortest compressed pair, as a fraction of the sum of the two covalent radii
-COMPRESSED_FRACTION = 0.6
+COMPRESSED_FRACTION = 0.45
 COMPRESSED_KINDS = ("dimer", "trimer", "fcc-pair")
 MIN_ATOMS, MAX_ATOMS = 4, 64
 MD_FRAMES_PER_TRAJECTORY = 5
