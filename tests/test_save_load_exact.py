@@ -55,14 +55,19 @@ def test_cast_to_float32_and_back_restores_derived_constants_exactly(arch):
     potential = build_potential(arch, dtype=None)
     constants = derived_constants(potential)
     cast = copy.deepcopy(potential)
-    # only the model: the reference energies and scale are stored state, rounded like any weight
-    cast.model.to(torch.float32)
+    # only the model and the repulsion term: the reference energies and scale are stored state,
+    # rounded like any weight
+    modules = [m for m in (cast.model, cast.repulsion) if m is not None]
+    for module in modules:
+        module.to(torch.float32)
     for name, value in derived_constants(cast).items():
         assert value.dtype == torch.float32 and torch.equal(value, constants[name].float()), name
-    cast.model.to(torch.float64)
+    for module in modules:
+        module.to(torch.float64)
     for name, value in derived_constants(cast).items():
         assert value.dtype == torch.float64 and torch.equal(value, constants[name]), name
-    cast.model.to(torch.float32)  # the calculator makes the float64 copy
+    for module in modules:
+        module.to(torch.float32)  # the calculator makes the float64 copy
     assert_bit_identical(evaluate(potential, "float64"), evaluate(cast, "float64"))
 
 
