@@ -41,12 +41,12 @@ ROW = re.compile(r"^\|(?P<input>.*<!-- case: (?P<case>[\w-]+) -->[^|]*)"
 
 def documented_rows() -> dict:
     """case id → (message fragment, exit status) of every row of the table in docs/bad-inputs.md."""
+    table = [line for line in DOC.read_text(encoding="utf-8").splitlines() if line.startswith("|")]
+    assert len(table) > 2 and re.fullmatch(r"\|[\s|:-]+\|", table[1]), "docs/bad-inputs.md: no table"
     rows = {}
-    for line in DOC.read_text(encoding="utf-8").splitlines():
-        if "<!-- case:" not in line:
-            continue
+    for line in table[2:]:  # below the header and the | --- | line: every row must name its case
         match = ROW.match(line)
-        assert match, f"docs/bad-inputs.md: cannot parse the row {line!r}"
+        assert match, f"docs/bad-inputs.md: a row without <!-- case: ID --> or not of 3 cells: {line!r}"
         case = match["case"]
         assert case not in rows, f"docs/bad-inputs.md: case {case!r} appears twice"
         fragments = re.findall(r"`([^`]+)`", match["message"])
