@@ -230,6 +230,10 @@ def case_misspelt_hyperparameter(tmp, monkeypatch):
     return ["train", train_config(tmp, model=dict(chanels=8))]
 
 
+def case_unknown_repulsion(tmp, monkeypatch):
+    return ["train", train_config(tmp, model=dict(repulsion="lj"))]
+
+
 def case_misspelt_key(tmp, monkeypatch):
     return ["train", train_config(tmp, epoch=3)]
 
