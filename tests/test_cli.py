@@ -14,18 +14,12 @@ from ase.build import bulk
 from ase.io import read, write
 
 import mlip
-from mlip.cli import main
+from mlip.testing import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 CU_CIF = EXAMPLES / "structures" / "cu_fcc.cif"
 EMT = "ase.calculators.emt:EMT"
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_clean_error(code, err, *fragments):
@@ -47,18 +41,18 @@ def rattled_cu(tmp_path):
 
 # ---------------------------------------------------------------------------------------- info / create
 def test_info_default_and_untrained_models(capsys):
-    code, out, err = run(capsys, "info", "default")
+    code, out, err = run_cli(capsys, "info", "default")
     assert code == 0
     assert "equiformer_v3" in out and "Cu" in out and "cutoff" in out and "parameters" in out
     assert "package version" in out and "hyperparameters:" in out and "metadata:" in out
     assert "UNTRAINED" not in err
-    code, out, err = run(capsys, "info", "platonic-untrained")
+    code, out, err = run_cli(capsys, "info", "platonic-untrained")
     assert code == 0 and "trained:" in out and "NO" in out
     assert "UNTRAINED" in err
 
 
 def test_info_json(capsys):
-    code, out, _ = run(capsys, "info", "platonic-untrained", "--json")
+    code, out, _ = run_cli(capsys, "info", "platonic-untrained", "--json")
     assert code == 0
     header = json.loads(out)
     assert header["architecture"] == "platonic" and header["metadata"]["trained"] is False
@@ -69,7 +63,7 @@ def test_create_then_info(tmp_path, capsys):
     path = tmp_path / "cuau.safetensors"
     hyper = ["--set", "num_layers=1", "--set", "channels=8", "--set", "attention=linear"]
     base = ["create", "platonic", "--species", "Cu", "Au", "--cutoff", "4.5", "--seed", "3", *hyper]
-    code, out, _ = run(capsys, *base, "-o", path)
+    code, out, _ = run_cli(capsys, *base, "-o", path)
     assert code == 0 and path.is_file() and str(path) in out
     header = mlip.read_header(path)
     assert header["species"] == ["Cu", "Au"] and header["cutoff"] == 4.5
@@ -78,11 +72,11 @@ def test_create_then_info(tmp_path, capsys):
     assert header["metadata"]["trained"] is False and header["metadata"]["seed"] == 3
     # same seed → same weights
     again = tmp_path / "again.safetensors"
-    run(capsys, *base, "-o", again)
+    run_cli(capsys, *base, "-o", again)
     a, b = mlip.load_potential(path), mlip.load_potential(again)
     assert all(np.array_equal(x.detach(), y.detach()) for x, y in zip(a.parameters(), b.parameters()))
 
-    code, out, err = run(capsys, "info", path)
+    code, out, err = run_cli(capsys, "info", path)
     assert code == 0 and "Cu Au" in out and "4.5" in out and "num_layers: 1" in out
     assert "UNTRAINED" in err
 
@@ -90,13 +84,13 @@ def test_create_then_info(tmp_path, capsys):
 def test_create_from_the_shipped_mp_config_has_the_published_size(tmp_path, capsys):
     path = tmp_path / "eqv3-mp.safetensors"
     config = ROOT / "models" / "configs" / "equiformer_v3_mp.yaml"
-    code, out, _ = run(capsys, "create", "--config", config, "--seed", "0", "-o", path)
+    code, out, _ = run_cli(capsys, "create", "--config", config, "--seed", "0", "-o", path)
     assert code == 0 and "30,278,113 parameters" in out
-    code, out, _ = run(capsys, "info", path)
+    code, out, _ = run_cli(capsys, "info", path)
     assert code == 0 and "equiformer_v3" in out and "30,278,113" in out and "lmax: 4" in out
     # Command-line values override the file.
     small = tmp_path / "small.safetensors"
-    code, _, _ = run(capsys, "create", "--config", config, "--species", "Cu", "--cutoff", "4", "--set", "lmax=2",
+    code, _, _ = run_cli(capsys, "create", "--config", config, "--species", "Cu", "--cutoff", "4", "--set", "lmax=2",
                      "--set", "num_layers=1", "--set", "channels=8", "--set", "num_embeddings=null", "-o", small)
     header = mlip.read_header(small)
     assert code == 0 and header["species"] == ["Cu"] and header["cutoff"] == 4.0
@@ -122,7 +116,7 @@ def write_text(tmp_path, name, text):
 )
 def test_create_config_errors(tmp_path, capsys, config, fragments):
     path = tmp_path / "missing.yaml" if config is None else write_text(tmp_path, "bad.yaml", config)
-    code, _, err = run(capsys, "create", "--config", path, "-o", tmp_path / "x.safetensors")
+    code, _, err = run_cli(capsys, "create", "--config", path, "-o", tmp_path / "x.safetensors")
     assert_clean_error(code, err, *fragments)
     assert not (tmp_path / "x.safetensors").exists()
 
@@ -144,7 +138,7 @@ def test_create_config_errors(tmp_path, capsys, config, fragments):
 def test_create_and_info_errors(tmp_path, capsys, argv, fragments):
     if argv[0] == "create":
         argv = argv + ["-o", str(tmp_path / "x.safetensors")]
-    code, _, err = run(capsys, *argv)
+    code, _, err = run_cli(capsys, *argv)
     assert_clean_error(code, err, *fragments)
     assert not (tmp_path / "x.safetensors").exists()
 
@@ -152,14 +146,14 @@ def test_create_and_info_errors(tmp_path, capsys, argv, fragments):
 def test_info_corrupt_checkpoint(tmp_path, capsys):
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a checkpoint")
-    code, _, err = run(capsys, "info", bad)
+    code, _, err = run_cli(capsys, "info", bad)
     assert_clean_error(code, err, "bad.safetensors")
 
 
 # ---------------------------------------------------------------------------------------- relax
 def test_relax_with_emt_writes_readable_structure(rattled_cu, tmp_path, capsys):
     out_path = tmp_path / "relaxed.extxyz"
-    code, out, err = run(capsys, "relax", rattled_cu, "--model", EMT, "--fmax", "0.05", "-o", out_path)
+    code, out, err = run_cli(capsys, "relax", rattled_cu, "--model", EMT, "--fmax", "0.05", "-o", out_path)
     assert code == 0, err
     assert "converged: yes" in out and "energy:" in out and str(out_path) in out
     assert "UNTRAINED" not in err
@@ -182,7 +176,7 @@ def _emt_energy(atoms):
 
 def test_relax_default_output_name_and_no_cell_filter(rattled_cu, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, _ = run(capsys, "relax", rattled_cu, "--model", EMT, "--no-cell-filter", "--no-progress")
+    code, out, _ = run_cli(capsys, "relax", rattled_cu, "--model", EMT, "--no-cell-filter", "--no-progress")
     assert code == 0
     relaxed = read(tmp_path / "cu_rattled_relaxed.extxyz")
     assert np.allclose(relaxed.cell, read(rattled_cu).cell)
@@ -198,7 +192,7 @@ def test_relax_fix_symmetry_keeps_a_rocksalt_saddle_point(tmp_path, capsys):
     structure = tmp_path / "cuau_b1.extxyz"
     write(structure, bulk("CuAu", "rocksalt", a=5.2, cubic=True))
     out_path = tmp_path / "relaxed.extxyz"
-    code, out, err = run(capsys, "relax", structure, "--model", "platonic-emt", "--fix-symmetry", "--fmax", "0.02",
+    code, out, err = run_cli(capsys, "relax", structure, "--model", "platonic-emt", "--fix-symmetry", "--fmax", "0.02",
                          "--threads", "1", "--no-progress", "-o", out_path)
     assert code == 0, err
     assert "symmetry:  Fm-3m (225) -> Fm-3m (225) (kept)" in out, out
@@ -212,7 +206,7 @@ def test_relax_fix_symmetry_keeps_a_rocksalt_saddle_point(tmp_path, capsys):
 
 def test_relax_untrained_model_says_so(tmp_path, capsys):
     out_path = tmp_path / "cu.extxyz"
-    code, out, err = run(capsys, "relax", CU_CIF, "--model", "platonic-untrained", "--steps", "2", "--threads", "1",
+    code, out, err = run_cli(capsys, "relax", CU_CIF, "--model", "platonic-untrained", "--steps", "2", "--threads", "1",
                          "-o", out_path)
     assert code == 3, err  # two steps do not converge: exit status 3, the structure is still written
     assert "NOTE: model 'platonic-untrained' is UNTRAINED (random weights)" in err
@@ -222,7 +216,7 @@ def test_relax_untrained_model_says_so(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------- md
 def test_md_nve_with_emt_writes_outputs(tmp_path, capsys):
     out_dir = tmp_path / "md"
-    code, out, err = run(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "nve", "--temperature", "300",
+    code, out, err = run_cli(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "nve", "--temperature", "300",
                          "--timestep", "1", "--steps", "100", "--seed", "0", "--supercell", "2", "2", "2",
                          "--out-dir", out_dir)
     assert code == 0, err
@@ -238,20 +232,20 @@ def test_md_nve_with_emt_writes_outputs(tmp_path, capsys):
 
 
 def test_md_npt_and_nvt_with_emt(tmp_path, capsys):
-    code, out, err = run(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "npt", "--pressure", "5",
+    code, out, err = run_cli(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "npt", "--pressure", "5",
                          "--steps", "40", "--supercell", "2", "--seed", "1", "--out-dir", tmp_path / "npt")
     assert code == 0, err
     summary = json.loads((tmp_path / "npt" / "md_summary.json").read_text())
     assert summary["volumes"][-1] != summary["volumes"][0]
     assert "volume:" in out
-    code, out, err = run(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "nvt", "--friction", "0.05",
+    code, out, err = run_cli(capsys, "md", CU_CIF, "--model", EMT, "--ensemble", "nvt", "--friction", "0.05",
                          "--steps", "20", "--out-dir", tmp_path / "nvt")
     assert code == 0, err
     assert json.loads((tmp_path / "nvt" / "md_summary.json").read_text())["drift_mev_per_atom_per_ps"] is None
 
 
 def test_md_default_model_float32(tmp_path, capsys):
-    code, out, err = run(capsys, "md", CU_CIF, "--steps", "4", "--log-interval", "2", "--threads", "1",
+    code, out, err = run_cli(capsys, "md", CU_CIF, "--steps", "4", "--log-interval", "2", "--threads", "1",
                          "--out-dir", tmp_path / "md")
     assert code == 0, err
     assert "UNTRAINED" not in err and "float32" in out
@@ -264,10 +258,10 @@ def test_md_default_model_float32(tmp_path, capsys):
 def test_md_npt_on_a_molecule_is_a_clean_error(tmp_path, capsys):
     path = tmp_path / "dimer.xyz"
     path.write_text("2\n\nCu 0 0 0\nCu 0 0 2.4\n")
-    code, _, err = run(capsys, "md", path, "--model", EMT, "--ensemble", "npt", "--steps", "2",
+    code, _, err = run_cli(capsys, "md", path, "--model", EMT, "--ensemble", "npt", "--steps", "2",
                        "--out-dir", tmp_path / "o")
     assert_clean_error(code, err, "periodic in all three directions")
-    code, _, err = run(capsys, "md", path, "--model", EMT, "--supercell", "2", "--out-dir", tmp_path / "o")
+    code, _, err = run_cli(capsys, "md", path, "--model", EMT, "--supercell", "2", "--out-dir", tmp_path / "o")
     assert_clean_error(code, err, "non-periodic")
 
 
@@ -300,16 +294,16 @@ def test_bad_input_exits_2_naming_the_problem(tmp_path, capsys, command):
         ([CU_CIF, "--model", "no_such_pkg.mod:Calc"], ["no_such_pkg"]),
     ]
     for args, fragments in cases:
-        code, _, err = run(capsys, command, *args, *extra)
+        code, _, err = run_cli(capsys, command, *args, *extra)
         assert_clean_error(code, err, *fragments)
 
 
 def test_argparse_errors_return_2(capsys):
-    code, _, err = run(capsys, "md", str(CU_CIF), "--ensemble", "nph")
+    code, _, err = run_cli(capsys, "md", str(CU_CIF), "--ensemble", "nph")
     assert code == 2 and "invalid choice" in err
-    code, _, err = run(capsys, "relax", str(CU_CIF), "--fmax", "-1")
+    code, _, err = run_cli(capsys, "relax", str(CU_CIF), "--fmax", "-1")
     assert code == 2 and "positive" in err
-    code, _, _ = run(capsys)
+    code, _, _ = run_cli(capsys)
     assert code == 2
 
 
@@ -347,7 +341,7 @@ def test_example_runs(script, tmp_path):
 def test_phonons_with_emt_writes_json_and_plots(tmp_path, capsys):
     pytest.importorskip("phonopy")
     out = tmp_path / "ph"
-    code, stdout, _ = run(capsys, "phonons", CU_CIF, "--model", EMT, "--supercell", "2", "--mesh", "8",
+    code, stdout, _ = run_cli(capsys, "phonons", CU_CIF, "--model", EMT, "--supercell", "2", "--mesh", "8",
                           "--tmax", "600", "--tstep", "100", "--out-dir", out, "--no-progress")
     assert code == 0, stdout
     assert "Fm-3m (225)" in stdout and "IMAGINARY" not in stdout
@@ -358,5 +352,5 @@ def test_phonons_with_emt_writes_json_and_plots(tmp_path, capsys):
     # A molecule has no phonon band structure: a clean error that says why.
     mol = tmp_path / "h2o.xyz"
     write(mol, __import__("ase.build", fromlist=["molecule"]).molecule("H2O"))
-    code, _, err = run(capsys, "phonons", mol, "--model", EMT, "--out-dir", tmp_path / "m")
+    code, _, err = run_cli(capsys, "phonons", mol, "--model", EMT, "--out-dir", tmp_path / "m")
     assert_clean_error(code, err, "periodic")

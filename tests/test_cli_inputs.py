@@ -13,17 +13,12 @@ from ase.calculators.emt import EMT as EMTCalc
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import read, write
 
-from mlip.cli import EXIT_NOT_CONVERGED, main
+from mlip.testing import run_cli
+from mlip.cli import EXIT_NOT_CONVERGED
 
 ROOT = Path(__file__).resolve().parents[1]
 CU_CIF = ROOT / "examples" / "structures" / "cu_fcc.cif"
 EMT = "ase.calculators.emt:EMT"
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_clean_error(code, err, *fragments):
@@ -52,15 +47,15 @@ def test_garbage_cif_names_the_file_the_format_and_the_error(tmp_path, capsys):
     garbage = tmp_path / "g.cif"
     garbage.write_text("this is\nnot a cif file\n_cell_length_a x\n")
     out_dir = tmp_path / "md"
-    code, _, err = run(capsys, "md", garbage, "--model", EMT, "--steps", "2", "--out-dir", out_dir)
+    code, _, err = run_cli(capsys, "md", garbage, "--model", EMT, "--steps", "2", "--out-dir", out_dir)
     # ASE's CIF reader stops with a bare AssertionError: say which reader failed on which file.
     assert_clean_error(code, err, f"{str(garbage)!r}", "format cif, guessed from the file", "AssertionError")
     assert not out_dir.exists()
     # A format given with --format is the one named (and used).
     relax = ["relax", CU_CIF, "--model", EMT, "-o", tmp_path / "r.extxyz"]
-    code, _, err = run(capsys, *relax, "--format", "vasp")
+    code, _, err = run_cli(capsys, *relax, "--format", "vasp")
     assert_clean_error(code, err, "cu_fcc.cif", "format vasp, from --format")
-    code, _, err = run(capsys, *relax, "--format", "nosuch")
+    code, _, err = run_cli(capsys, *relax, "--format", "nosuch")
     assert_clean_error(code, err, "--format 'nosuch' is not a format ASE knows")
     assert not (tmp_path / "r.extxyz").exists()
 
@@ -68,9 +63,9 @@ def test_garbage_cif_names_the_file_the_format_and_the_error(tmp_path, capsys):
 def test_format_option_reads_a_file_whose_name_says_nothing(tmp_path, capsys):
     path = tmp_path / "structure.txt"
     write(path, bulk("Cu", "fcc", a=3.6, cubic=True), format="vasp")
-    code, _, err = run(capsys, "relax", path, "--model", EMT, "-o", tmp_path / "r.extxyz")
+    code, _, err = run_cli(capsys, "relax", path, "--model", EMT, "-o", tmp_path / "r.extxyz")
     assert_clean_error(code, err, "structure.txt", "format unknown; name it with --format")
-    code, out, err = run(capsys, "relax", path, "--format", "vasp", "--model", EMT, "--no-progress",
+    code, out, err = run_cli(capsys, "relax", path, "--format", "vasp", "--model", EMT, "--no-progress",
                          "-o", tmp_path / "r.extxyz")
     assert code == 0, err
     assert len(read(tmp_path / "r.extxyz")) == 4
@@ -79,7 +74,7 @@ def test_format_option_reads_a_file_whose_name_says_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("index", ["7", "1", "-3", "-2"])
 def test_index_beyond_a_one_frame_file(tmp_path, capsys, index):
     # ASE raises an empty StopIteration for 7 and quietly returns the only frame for -3.
-    code, _, err = run(capsys, "md", CU_CIF, "--index", index, "--model", EMT, "--steps", "2",
+    code, _, err = run_cli(capsys, "md", CU_CIF, "--index", index, "--model", EMT, "--steps", "2",
                        "--out-dir", tmp_path / "md")
     assert_clean_error(code, err, f"cu_fcc.cif: frame {index} requested but the file has 1 frame")
 
@@ -88,9 +83,9 @@ def test_index_within_and_beyond_a_two_frame_file(tmp_path, capsys):
     path = tmp_path / "two.traj"
     write(path, [bulk("Cu", "fcc", a=3.6, cubic=True), bulk("Cu", "fcc", a=3.7, cubic=True)])
     for index in ("2", "-3"):
-        code, _, err = run(capsys, "relax", path, "--index", index, "--model", EMT, "-o", tmp_path / "r.xyz")
+        code, _, err = run_cli(capsys, "relax", path, "--index", index, "--model", EMT, "-o", tmp_path / "r.xyz")
         assert_clean_error(code, err, f"two.traj: frame {index} requested but the file has 2 frames")
-    code, out, err = run(capsys, "relax", path, "--index", "-2", "--model", EMT, "--steps", "0",
+    code, out, err = run_cli(capsys, "relax", path, "--index", "-2", "--model", EMT, "--steps", "0",
                          "--no-progress", "--no-cell-filter", "-o", tmp_path / "r.extxyz")
     assert code in (0, EXIT_NOT_CONVERGED), err
     assert read(tmp_path / "r.extxyz").cell.lengths()[0] == pytest.approx(3.6)
@@ -99,7 +94,7 @@ def test_index_within_and_beyond_a_two_frame_file(tmp_path, capsys):
 def test_empty_structure_file(tmp_path, capsys):
     path = tmp_path / "empty.xyz"
     path.write_text("")
-    code, _, err = run(capsys, "relax", path, "--format", "extxyz", "--model", EMT, "-o", tmp_path / "r.xyz")
+    code, _, err = run_cli(capsys, "relax", path, "--format", "extxyz", "--model", EMT, "-o", tmp_path / "r.xyz")
     assert_clean_error(code, err, "empty.xyz: the file holds no structure")
 
 
@@ -107,17 +102,17 @@ def test_empty_structure_file(tmp_path, capsys):
 def test_md_refuses_an_out_dir_with_an_earlier_run_unless_overwrite(tmp_path, capsys):
     out_dir = tmp_path / "run"
     base = ["md", CU_CIF, "--model", EMT, "--seed", "0", "--no-progress", "--out-dir", out_dir]
-    code, _, err = run(capsys, *base, "--steps", "4", "--log-interval", "2")
+    code, _, err = run_cli(capsys, *base, "--steps", "4", "--log-interval", "2")
     assert code == 0, err
     assert len(read(out_dir / "md.traj", index=":")) == 3
     before = {p.name: p.read_bytes() for p in out_dir.iterdir()}
 
-    code, _, err = run(capsys, *base, "--steps", "2", "--log-interval", "1")
+    code, _, err = run_cli(capsys, *base, "--steps", "2", "--log-interval", "1")
     assert_clean_error(code, err, f"{out_dir} already holds md.traj, md.log", "md_summary.json",
                        "another --out-dir", "--overwrite")
     assert {p.name: p.read_bytes() for p in out_dir.iterdir()} == before  # nothing touched
 
-    code, _, err = run(capsys, *base, "--steps", "2", "--log-interval", "1", "--overwrite")
+    code, _, err = run_cli(capsys, *base, "--steps", "2", "--log-interval", "1", "--overwrite")
     assert code == 0, err
     assert len(read(out_dir / "md.traj", index=":")) == 3  # steps 0, 1, 2 of the new run only
     assert (out_dir / "md.log").read_bytes() != before["md.log"]
@@ -126,7 +121,7 @@ def test_md_refuses_an_out_dir_with_an_earlier_run_unless_overwrite(tmp_path, ca
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
-    code, _, err = run(capsys, "md", CU_CIF, "--model", EMT, "--steps", "2", "--no-progress",
+    code, _, err = run_cli(capsys, "md", CU_CIF, "--model", EMT, "--steps", "2", "--no-progress",
                        "--out-dir", other)
     assert code == 0, err
     assert (other / "notes.txt").read_text() == "mine" and (other / "md.traj").is_file()
@@ -139,44 +134,44 @@ def test_relax_that_does_not_converge_exits_3_and_still_writes(tmp_path, capsys)
     atoms.rattle(0.1, seed=0)
     write(structure, atoms)
     out_path = tmp_path / "relaxed.extxyz"
-    code, out, err = run(capsys, "relax", structure, "--model", EMT, "--steps", "2", "--fmax", "0.001",
+    code, out, err = run_cli(capsys, "relax", structure, "--model", EMT, "--steps", "2", "--fmax", "0.001",
                          "--no-progress", "-o", out_path)
     assert code == EXIT_NOT_CONVERGED == 3
     assert "converged: NO" in out and "exit status 3" in err and "Traceback" not in err
     relaxed = read(out_path)
     assert relaxed.info["converged"] is False and relaxed.info["n_steps"] == 2
-    code, out, err = run(capsys, "relax", structure, "--model", EMT, "--fmax", "0.05", "--no-progress",
+    code, out, err = run_cli(capsys, "relax", structure, "--model", EMT, "--fmax", "0.05", "--no-progress",
                          "-o", out_path)
     assert code == 0 and "converged: yes" in out
 
 
 def test_relax_help_documents_the_exit_status(capsys):
-    code, out, _ = run(capsys, "relax", "--help")
+    code, out, _ = run_cli(capsys, "relax", "--help")
     assert code == 0
     assert "3 not converged" in " ".join(out.split())
 
 
 # ------------------------------------------------------------------------------ eval
 def test_eval_on_a_cif_points_to_the_format_option(tmp_path, capsys):
-    code, _, err = run(capsys, "eval", EMT, CU_CIF, "--out-dir", tmp_path / "ev")
+    code, _, err = run_cli(capsys, "eval", EMT, CU_CIF, "--out-dir", tmp_path / "ev")
     assert_clean_error(code, err, "cu_fcc.cif", "--format {extxyz,db,mptrj}")
     assert "format=" not in err  # the Python keyword means nothing on the command line
     data = labelled("Cu", 3.6, tmp_path / "cu_labels.txt")
-    code, out, err = run(capsys, "eval", EMT, data, "--format", "extxyz", "--out-dir", tmp_path / "ev")
+    code, out, err = run_cli(capsys, "eval", EMT, data, "--format", "extxyz", "--out-dir", tmp_path / "ev")
     assert code == 0, err
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["n_structures"] == 1 and metrics["energy_mae_meV_per_atom"] < 1e-6  # EMT on EMT labels
-    code, _, err = run(capsys, "eval", EMT, data, "--format", "db", "--out-dir", tmp_path / "ev")
+    code, _, err = run_cli(capsys, "eval", EMT, data, "--format", "db", "--out-dir", tmp_path / "ev")
     assert_clean_error(code, err, "cu_labels.txt", "not an ASE database")
 
 
 def test_eval_element_error_names_the_symbol_and_the_file(tmp_path, capsys):
     model = tmp_path / "cu.safetensors"
-    code, _, err = run(capsys, "create", "platonic", "--species", "Cu", "--cutoff", "4", "--seed", "0",
+    code, _, err = run_cli(capsys, "create", "platonic", "--species", "Cu", "--cutoff", "4", "--seed", "0",
                        "--set", "num_layers=1", "--set", "channels=8", "-o", model)
     assert code == 0, err
     data = labelled("Pt", 3.92, tmp_path / "pt.extxyz")
-    code, _, err = run(capsys, "eval", model, data, "--out-dir", tmp_path / "ev")
+    code, _, err = run_cli(capsys, "eval", model, data, "--out-dir", tmp_path / "ev")
     assert_clean_error(code, err, "pt.extxyz: frame 0", "Pt", "(Cu)")
     assert "78" not in err
 
@@ -207,7 +202,7 @@ def test_kappa_without_progress_prints_one_line_per_stage(tmp_path, capsys):
     pytest.importorskip("phono3py")
     structure = tmp_path / "cu.extxyz"
     write(structure, bulk("Cu", "fcc", a=3.61, cubic=True))
-    code, out, err = run(capsys, "kappa", structure, "--model", EMT, "--fc2-supercell", "2",
+    code, out, err = run_cli(capsys, "kappa", structure, "--model", EMT, "--fc2-supercell", "2",
                          "--fc3-supercell", "2", "--mesh", "5", "--fmax", "0.01", "--relax-steps", "50",
                          "--no-progress", "--threads", "1", "--out-dir", tmp_path / "k")
     assert code == 0, err
@@ -220,9 +215,9 @@ def test_kappa_without_progress_prints_one_line_per_stage(tmp_path, capsys):
 def test_kappa_batch_reads_with_the_given_format(tmp_path, capsys):
     path = tmp_path / "crystals.txt"
     write(path, [bulk("Cu", "fcc", a=3.61, cubic=True)], format="extxyz")
-    code, _, err = run(capsys, "kappa", path, "--batch", "--model", EMT, "--out-dir", tmp_path / "k")
+    code, _, err = run_cli(capsys, "kappa", path, "--batch", "--model", EMT, "--out-dir", tmp_path / "k")
     assert_clean_error(code, err, "cannot read structures file", "crystals.txt")
     # Read as extxyz, the file gets as far as the check of each frame's settings.
-    code, _, err = run(capsys, "kappa", path, "--batch", "--format", "extxyz", "--model", EMT,
+    code, _, err = run_cli(capsys, "kappa", path, "--batch", "--format", "extxyz", "--model", EMT,
                        "--out-dir", tmp_path / "k")
     assert_clean_error(code, err, "crystals.txt, frame 0: atoms.info lacks fc2_supercell")

@@ -600,7 +600,7 @@ def test_generator_clusters_include_isolated_atoms_of_every_element():
 def test_generator_compressed_pairs_reach_into_the_repulsive_wall():
     """The compressed category pushes one pair (atoms 0 and 1) between 0.45 × the covalent-radius sum
     and the shortest distance the other categories allow, in dimers, trimers and fcc cells."""
-    from ase.data import atomic_numbers, covalent_radii
+    from ase.data import covalent_radii
 
     from mlip.data.emt import MIN_DISTANCE
 

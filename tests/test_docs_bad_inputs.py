@@ -23,6 +23,7 @@ from ase.calculators.emt import EMT as EMTCalc
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import write
 
+from mlip.testing import emt_cells
 from mlip.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,24 +78,12 @@ def labelled(path: Path, structures, emt: bool = True) -> Path:
     return path
 
 
-def emt_samples(n: int, seed: int = 0) -> list:
-    """``n`` rattled 4-atom Cu/Au cells (as tests/test_training_safety.py builds them)."""
-    rng = np.random.default_rng(seed)
-    samples = []
-    for k in range(n):
-        atoms = bulk("Cu", "fcc", a=3.6 + 0.1 * rng.random(), cubic=True)
-        atoms.rattle(0.05, seed=seed * 1000 + k)
-        atoms.numbers[rng.random(4) < 0.3] = 79
-        samples.append(atoms)
-    return samples
-
-
 def train_config(tmp: Path, name: str = "train.yaml", model=None, data=None, **top) -> Path:
     """A tiny training config; its data file is written when ``data`` is not given."""
     if data is None:
         train_file = tmp / "train.extxyz"
         if not train_file.exists():
-            labelled(train_file, emt_samples(8))
+            labelled(train_file, emt_cells(8, label=False))
         data = dict(train=str(train_file), valid_fraction=0.25)
     hyperparameters = dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1,
                            num_heads=1, head_dim=2)

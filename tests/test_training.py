@@ -11,23 +11,10 @@ from ase.calculators.emt import EMT
 from ase.calculators.singlepoint import SinglePointCalculator
 
 import mlip
+from mlip.testing import emt_cells
 from mlip.training import TrainConfig, fit_reference_energies, train
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.schedule import warmup_cosine
-
-
-def emt_samples(n, seed=0):
-    rng = np.random.default_rng(seed)
-    samples = []
-    for k in range(n):
-        atoms = bulk("Cu", "fcc", a=3.6 + 0.1 * rng.random(), cubic=True)
-        atoms.rattle(0.05, seed=seed * 1000 + k)
-        atoms.numbers[rng.random(4) < 0.3] = 79
-        atoms.calc = EMT()
-        e, f, s = atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress()
-        atoms.calc = SinglePointCalculator(atoms, energy=e, forces=f, stress=s)
-        samples.append(atoms)
-    return samples
 
 
 def config(tmp_path, name, **extra):
@@ -40,7 +27,7 @@ def config(tmp_path, name, **extra):
 
 @pytest.fixture(scope="module")
 def samples():
-    return emt_samples(40)
+    return emt_cells(40)
 
 
 def test_training_lowers_the_loss_and_writes_checkpoints(tmp_path, samples):

@@ -5,30 +5,12 @@ prints one line per epoch without the progress bar."""
 import json
 import re
 
-import numpy as np
 import pytest
-from ase.build import bulk
-from ase.calculators.emt import EMT
-from ase.calculators.singlepoint import SinglePointCalculator
 
+from mlip.testing import emt_cells
 from mlip.cli import main
 from mlip.training import TrainConfig, train
 from mlip.training.trainer import STATE_KEY
-
-
-def emt_samples(n, seed=0):
-    """``n`` rattled 4-atom Cu/Au cells labelled by EMT (as tests/test_training.py builds them)."""
-    rng = np.random.default_rng(seed)
-    samples = []
-    for k in range(n):
-        atoms = bulk("Cu", "fcc", a=3.6 + 0.1 * rng.random(), cubic=True)
-        atoms.rattle(0.05, seed=seed * 1000 + k)
-        atoms.numbers[rng.random(4) < 0.3] = 79
-        atoms.calc = EMT()
-        e, f, s = atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress()
-        atoms.calc = SinglePointCalculator(atoms, energy=e, forces=f, stress=s)
-        samples.append(atoms)
-    return samples
 
 
 def config_dict(out_dir, **extra):
@@ -45,7 +27,7 @@ def config(out_dir, **extra):
 
 @pytest.fixture(scope="module")
 def samples():
-    return emt_samples(12)
+    return emt_cells(12)
 
 
 @pytest.fixture

@@ -1,0 +1,37 @@
+"""Small helpers for tests of mlip and of code built on it: labelled structures and the command line."""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+
+def emt_cells(n: int, seed: int = 0, label: bool = True) -> List:
+    """``n`` rattled 4-atom fcc cells of Cu with about 30 % Au (``ase.Atoms``), reproducible from ``seed``;
+    with ``label`` their EMT energy, forces and stress are attached as a ``SinglePointCalculator``."""
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    rng = np.random.default_rng(seed)
+    cells = []
+    for k in range(n):
+        atoms = bulk("Cu", "fcc", a=3.6 + 0.1 * rng.random(), cubic=True)
+        atoms.rattle(0.05, seed=seed * 1000 + k)
+        atoms.numbers[rng.random(4) < 0.3] = 79
+        if label:
+            atoms.calc = EMT()
+            e, f, s = atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress()
+            atoms.calc = SinglePointCalculator(atoms, energy=e, forces=f, stress=s)
+        cells.append(atoms)
+    return cells
+
+
+def run_cli(capsys, *argv) -> Tuple[int, str, str]:
+    """Run ``mlip ARGV...`` in this process (``capsys``: pytest's fixture); returns (exit status, stdout, stderr)."""
+    from mlip.cli import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
