@@ -64,3 +64,14 @@ def test_nve_energy_conservation(arch):
     assert spread < 0.01 * exchanged
     assert abs(drift) < 0.05, f"energy drift {drift:.4f} meV/atom/ps"
     assert spread < 1.0, f"energy fluctuation {spread:.4f} meV/atom"
+
+
+def test_a_single_atom_cell_runs_at_rest():
+    """One atom in a periodic cell has no motion relative to its centre of mass: MD keeps it at rest
+    (drawing velocities used to divide by zero degrees of freedom and stop at step 1 with NaN)."""
+    from mlip.workflows.md import run_md
+
+    atoms = bulk("Cu", "fcc", a=3.6)
+    for ensemble in ("nve", "nvt"):
+        result = run_md(atoms, EMT(), ensemble=ensemble, steps=5, temperature=300.0, seed=0, progress=False)
+        assert np.allclose(result.atoms.positions, atoms.positions)

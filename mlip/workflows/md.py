@@ -83,6 +83,9 @@ def energy_drift(times_ps, energies_ev, n_atoms: int):
 def _initialise_velocities(atoms: Atoms, temperature: float, rng: np.random.Generator) -> None:
     from ase.md import velocitydistribution as vd
 
+    if len(atoms) == 1:  # no motion relative to the centre of mass: at rest (thermalizing would divide by 0)
+        atoms.set_momenta(np.zeros((1, 3)))
+        return
     thermalize = getattr(vd, "thermalize_momenta", None)  # ASE >= 3.29; older: MaxwellBoltzmannDistribution
     if thermalize is not None:
         thermalize(atoms, temperature, rng=rng)
