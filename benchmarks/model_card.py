@@ -42,6 +42,11 @@ UNIT = {"energy": "meV/atom", "forces": "meV/Å", "stress": "meV/Å³"}
 KEYS = {"energy": "energy_mae_meV_per_atom", "forces": "forces_mae_meV_per_A", "stress": "stress_mae_meV_per_A3"}
 
 
+#: the shipped cards' test set: what ``-n 500`` gave before the generator had its compressed category
+TEST_COMMAND = ("mlip data emt emt-test.xyz --seed 1 --count crystal=58 --count ordered_alloy=58 "
+                "--count random_alloy=92 --count vacancy=50 --count surface=92 --count md=100 --count cluster=50")
+
+
 def errors(potential, samples) -> dict:
     from mlip.training.evaluation import evaluate
 
@@ -335,7 +340,7 @@ def main(argv=None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--summary", default="")
     parser.add_argument("--test", required=True, help="test extxyz")
-    parser.add_argument("--test-command", default="mlip data emt emt-test.xyz --seed 1 --count crystal=58 --count ordered_alloy=58 --count random_alloy=92 --count vacancy=50 --count surface=92 --count md=100 --count cluster=50")
+    parser.add_argument("--test-command", default=TEST_COMMAND)
     parser.add_argument("--train-data-command", default="mlip data emt emt-train.xyz --seed 0")
     parser.add_argument("--train-command", required=True, action="append",
                         help="the training command (once per stage, in order)")

@@ -91,9 +91,10 @@ class Potential(nn.Module):
         ``None`` removes it). It must lie within the cutoff, where the neighbour list reaches."""
         term = build_repulsion(spec, self.atomic_numbers.tolist())
         if term is not None and term.max_range() > self.cutoff:
-            raise ValueError(f"the repulsion term reaches {term.max_range():.2f} Å, beyond the cutoff {self.cutoff} Å")
+            raise ValueError(f"the repulsion term reaches {term.max_range():.2f} Å, "
+                             f"beyond the cutoff {self.cutoff} Å")
         #: the short-range repulsion term (a module with ``config()``), or None
-        self.repulsion = term if term is None else term.to(self.atomic_numbers.device)
+        self.repulsion = None if term is None else term.to(self.atomic_numbers.device)
 
     # ------------------------------------------------------------------ metadata
     @property

@@ -59,7 +59,8 @@ class ZBLRepulsion(DerivedConstants):
         inner, outer: the switch radii as fractions of R_i + R_j (0 < inner < outer).
     """
 
-    def __init__(self, atomic_numbers: Sequence[int], inner: float = DEFAULT_INNER, outer: float = DEFAULT_OUTER):
+    def __init__(self, atomic_numbers: Sequence[int], inner: float = DEFAULT_INNER,
+                 outer: float = DEFAULT_OUTER):
         super().__init__()
         from ase.data import covalent_radii
 
@@ -71,7 +72,8 @@ class ZBLRepulsion(DerivedConstants):
         self.outer = outer
         # Constants of the elements, not weights: rebuilt from the atomic numbers, never stored.
         self.register_constant("z", torch.tensor(numbers, dtype=torch.float64))
-        self.register_constant("radii", torch.tensor([covalent_radii[z] for z in numbers], dtype=torch.float64))
+        self.register_constant("radii",
+                               torch.tensor([covalent_radii[z] for z in numbers], dtype=torch.float64))
 
     def max_range(self) -> float:
         """The largest distance (Å) at which any pair of the potential's elements still feels the term."""

@@ -29,7 +29,8 @@ def emt_cells(n: int, seed: int = 0, label: bool = True) -> List:
 
 
 def run_cli(capsys, *argv) -> Tuple[int, str, str]:
-    """Run ``mlip ARGV...`` in this process (``capsys``: pytest's fixture); returns (exit status, stdout, stderr)."""
+    """Run ``mlip ARGV...`` in this process (``capsys``: pytest's fixture); returns (exit status,
+    stdout, stderr)."""
     from mlip.cli import main
 
     code = main([str(a) for a in argv])

@@ -261,7 +261,8 @@ def test_md_npt_on_a_molecule_is_a_clean_error(tmp_path, capsys):
     code, _, err = run_cli(capsys, "md", path, "--model", EMT, "--ensemble", "npt", "--steps", "2",
                        "--out-dir", tmp_path / "o")
     assert_clean_error(code, err, "periodic in all three directions")
-    code, _, err = run_cli(capsys, "md", path, "--model", EMT, "--supercell", "2", "--out-dir", tmp_path / "o")
+    code, _, err = run_cli(capsys, "md", path, "--model", EMT, "--supercell", "2", "--out-dir",
+                           tmp_path / "o")
     assert_clean_error(code, err, "non-periodic")
 
 

@@ -83,7 +83,8 @@ def test_index_within_and_beyond_a_two_frame_file(tmp_path, capsys):
     path = tmp_path / "two.traj"
     write(path, [bulk("Cu", "fcc", a=3.6, cubic=True), bulk("Cu", "fcc", a=3.7, cubic=True)])
     for index in ("2", "-3"):
-        code, _, err = run_cli(capsys, "relax", path, "--index", index, "--model", EMT, "-o", tmp_path / "r.xyz")
+        code, _, err = run_cli(capsys, "relax", path, "--index", index, "--model", EMT, "-o",
+                               tmp_path / "r.xyz")
         assert_clean_error(code, err, f"two.traj: frame {index} requested but the file has 2 frames")
     code, out, err = run_cli(capsys, "relax", path, "--index", "-2", "--model", EMT, "--steps", "0",
                          "--no-progress", "--no-cell-filter", "-o", tmp_path / "r.extxyz")
@@ -94,7 +95,8 @@ def test_index_within_and_beyond_a_two_frame_file(tmp_path, capsys):
 def test_empty_structure_file(tmp_path, capsys):
     path = tmp_path / "empty.xyz"
     path.write_text("")
-    code, _, err = run_cli(capsys, "relax", path, "--format", "extxyz", "--model", EMT, "-o", tmp_path / "r.xyz")
+    code, _, err = run_cli(capsys, "relax", path, "--format", "extxyz", "--model", EMT, "-o",
+                           tmp_path / "r.xyz")
     assert_clean_error(code, err, "empty.xyz: the file holds no structure")
 
 

@@ -103,7 +103,7 @@ MACE_ROWS = {
     "Platonic, stage-1 settings": (MACE_RUN, "ablations60-compat/platonic-T-softmax.safetensors"),
     "EquiformerV3, stage-1 settings": (MACE_RUN, "ablations60-compat/eqv3-swiglu-merged.safetensors"),
     "EquiformerV3, gate activation": (MACE_RUN, "ablations60-compat/eqv3-gate-merged.safetensors"),
-    "`platonic-emt` (shipped)": (MACE_RUN, "platonic-emt"),
+    "`platonic-emt` before its repulsive-core stages": (MACE_RUN, "platonic-emt"),
     "the 9-stage `equiformer_v3-emt` (shipped until 2026-12-03)": (MACE_RUN, "equiformer_v3-emt"),
     "`embedded-atom-emt` (shipped)": (MACE_RUN, "embedded-atom-emt"),
 }

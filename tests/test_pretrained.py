@@ -45,7 +45,8 @@ def test_shipped_model_reproduces_its_card(name, card_samples):
     sample = card["card_sample"]
     # frames by category (counts), not a total spread over the categories: the same frames whatever
     # categories the generator gained since
-    metrics = evaluate(potential, card_samples(sample["counts"], sample["seed"]), batch_size=16, dtype="float64")
+    metrics = evaluate(potential, card_samples(sample["counts"], sample["seed"]), batch_size=16,
+                       dtype="float64")
     for key in KEYS:
         # float64 evaluation: only the order of floating-point sums differs between machines.
         assert metrics[key] == pytest.approx(sample["metrics"][key], rel=1e-6), key

@@ -138,7 +138,8 @@ def test_energy_forces_stress_of_the_term_against_the_formula_and_finite_differe
             strained.set_cell(atoms.cell @ eps, scale_atoms=True)
             strained.calc = calc
             energies.append(strained.get_potential_energy())
-        assert stress[a, b] == pytest.approx((energies[0] - energies[1]) / (2 * h) / volume, rel=1e-6, abs=1e-8)
+        assert stress[a, b] == pytest.approx((energies[0] - energies[1]) / (2 * h) / volume, rel=1e-6,
+                                             abs=1e-8)
 
 
 def test_term_leaves_bonding_distances_alone():
@@ -160,7 +161,8 @@ def test_repulsion_is_declared_on_by_default_and_can_be_switched_off():
     assert isinstance(create_model("embedded_atom", species=["Cu"], cutoff=4.0).repulsion, ZBLRepulsion)
     assert create_model("embedded_atom", species=["Cu"], cutoff=4.0, repulsion=None).repulsion is None
     assert create_model("embedded_atom", species=["Cu"], cutoff=4.0, repulsion="none").repulsion is None
-    custom = create_model("embedded_atom", species=["Cu"], cutoff=4.0, repulsion={"kind": "zbl", "outer": 0.8})
+    custom = create_model("embedded_atom", species=["Cu"], cutoff=4.0,
+                          repulsion={"kind": "zbl", "outer": 0.8})
     assert (custom.repulsion.inner, custom.repulsion.outer) == (0.5, 0.8)
 
 

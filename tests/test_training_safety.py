@@ -154,7 +154,8 @@ def test_elapsed_minutes_continue_across_a_resume(tmp_path, samples, capsys):
     train(config(out, epochs=3, max_minutes=0), samples[:8], samples[8:], progress=False)
     set_state_minutes(out / "train_state.safetensors", 30.0)  # as if epoch 1 had taken half an hour
     # The budget of 20 minutes is spent: no further epoch.
-    spent = train(config(out, epochs=3, max_minutes=20), samples[:8], samples[8:], resume=True, progress=False)
+    spent = train(config(out, epochs=3, max_minutes=20), samples[:8], samples[8:], resume=True,
+                  progress=False)
     assert spent.epochs_run == 1 and "no epoch run" in capsys.readouterr().out
     result = train(config(out, epochs=3), samples[:8], samples[8:], resume=True, progress=False)
     assert result.epochs_run == 3

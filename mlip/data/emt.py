@@ -27,7 +27,8 @@
 
 Periodic cells have 4–64 atoms; lattice constants start at EMT's own fcc equilibrium
 (:data:`EMT_FCC_LATTICE`; bcc/hcp at the same volume per atom, ideal c/a; alloys by Vegard's law);
-outside ``compressed`` no two atoms are closer than 1.8 Å. Labels are EMT's energy (eV), forces (eV/Å) and, for cells with a
+outside ``compressed`` no two atoms are closer than 1.8 Å.
+Labels are EMT's energy (eV), forces (eV/Å) and, for cells with a
 3-D cell (bulk and slabs: the virial over the whole cell, vacuum included), stress (eV/Å³, ASE sign).
 Positions are rounded to the 8 decimals the extxyz file stores *before* labelling, so the file's labels
 are exactly EMT's on the file's positions.
@@ -543,7 +544,8 @@ def _build_compressed(rng, k: int):
         # Move atom 0 along the bond to its nearest neighbour, atom 1 (at the cell's face centre).
         bond = atoms.get_distance(0, 1, mic=True, vector=True)
         atoms.positions[0] += bond * (1.0 - d / np.linalg.norm(bond))
-        atoms.positions += rng.normal(0.0, 0.02, size=atoms.positions.shape) * (np.arange(len(atoms)) >= 2)[:, None]
+        others = (np.arange(len(atoms)) >= 2)[:, None]  # the pair itself stays as placed
+        atoms.positions += rng.normal(0.0, 0.02, size=atoms.positions.shape) * others
         return atoms, {"prototype": kind, "_rattle": 0.02, "_strain": 0.0}
     positions = [np.zeros(3), _random_direction(rng) * d]
     symbols = [a, b]
