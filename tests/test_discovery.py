@@ -246,9 +246,9 @@ def test_kill_and_rerun_loses_nothing_and_redoes_nothing(extxyz, tmp_path):
 def test_fix_symmetry_keeps_a_rocksalt_saddle_that_the_platonic_model_leaves(tmp_path):
     """Rocksalt AlPt (a miniature-discovery candidate, emt-0003) is a saddle point that only exact
     symmetry holds. The shipped Platonic model is not exactly symmetric: relaxed as the benchmark does,
-    it leaves Fm-3m for a structure far lower (0.56 eV/atom in the discovery run); with fix_symmetry the
-    campaign keeps Fm-3m, says so in its settings, and refuses to be mixed with an unconstrained campaign
-    in the same folder."""
+    it leaves Fm-3m (before its repulsive-core stages for a structure 0.56 eV/atom lower; now for one
+    barely below the saddle); with fix_symmetry the campaign keeps Fm-3m, says so in its settings, and
+    refuses to be mixed with an unconstrained campaign in the same folder."""
     import ase.io
     spglib = pytest.importorskip("spglib")
 
@@ -266,7 +266,7 @@ def test_fix_symmetry_keeps_a_rocksalt_saddle_that_the_platonic_model_leaves(tmp
         results[fix] = (record["energy"] / record["n_atoms"], spglib.get_spacegroup(cell, symprec=1e-3))
         assert json.loads((run / "campaign.json").read_text())["settings"].get("fix_symmetry", False) is fix
     assert results[True][1] == "Fm-3m (225)" and results[False][1] != "Fm-3m (225)", results
-    assert results[True][0] - results[False][0] > 0.2, results  # the saddle lies far above where it relaxes to
+    assert results[True][0] >= results[False][0], results  # the saddle lies above where it relaxes to
     with pytest.raises(ValueError, match="another settings;"):
         run_discovery_relax(path, calc, tmp_path / "run-True", progress=False, fix_symmetry=False)
 
