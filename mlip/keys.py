@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import difflib
 import numbers
-from typing import Any, Iterable, List
+import typing
+from typing import Any, Iterable, List, Optional
 
 
 def closest_first(unknown: Iterable[Any], accepted: Iterable[str]) -> List[str]:
@@ -53,6 +54,39 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy.bool_
 
 
+def expected_type(hint) -> Optional[str]:
+    """What a value of the field type ``hint`` must be, in words (None: anything)."""
+    if typing.get_origin(hint) is typing.Union:
+        kinds = [expected_type(h) for h in typing.get_args(hint) if h is not type(None)]
+        if None in kinds:
+            return None
+        return " or ".join(kinds) + (" or null" if type(None) in typing.get_args(hint) else "")
+    origin = typing.get_origin(hint) or hint
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+            tuple: "a list", list: "a list", dict: "a mapping"}.get(origin)
+
+
+def matches_type(value, hint) -> bool:
+    """Whether ``value`` has the type ``hint`` (int, float, bool, str, list, tuple, dict, Optional/Union
+    of them; anything else accepts any value): an integer is accepted for a float, a bool is no integer."""
+    if typing.get_origin(hint) is typing.Union:
+        return any(matches_type(value, h) for h in typing.get_args(hint))
+    origin = typing.get_origin(hint) or hint
+    if hint is type(None):
+        return value is None
+    if origin is int:
+        return is_integer(value)
+    if origin is float:
+        return is_number(value)
+    if origin is bool:
+        return isinstance(value, bool)
+    if origin in (tuple, list):
+        return isinstance(value, (tuple, list))
+    if origin in (str, dict):
+        return isinstance(value, origin)
+    return True  # Any
+
+
 def type_error_message(name: str, expected: str, value: Any) -> str:
     """``epochs must be an integer, got 'two'``; for a number written as ``1e-3`` (which YAML reads as
     a string) it adds how to write it."""
@@ -67,4 +101,5 @@ def type_error_message(name: str, expected: str, value: Any) -> str:
     return message
 
 
-__all__ = ["closest_first", "is_integer", "is_number", "type_error_message", "unknown_keys_message"]
+__all__ = ["closest_first", "expected_type", "is_integer", "is_number", "matches_type", "type_error_message",
+           "unknown_keys_message"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import torch
 
-from mlip.keys import is_integer, is_number, type_error_message, unknown_keys_message
+from mlip.keys import expected_type, matches_type, type_error_message, unknown_keys_message
 from mlip.potential import Potential
 
 _REGISTRY: Dict[str, str] = {
@@ -53,35 +53,6 @@ def default_hyperparameters(name: str) -> dict:
     }
 
 
-def _expected_like(default) -> Optional[str]:
-    """What a value must be to replace ``default``, in words (None: anything)."""
-    if isinstance(default, bool):
-        return "true or false"
-    if isinstance(default, int):
-        return "an integer"
-    if isinstance(default, float):
-        return "a number"
-    if isinstance(default, str):
-        return "a string"
-    if isinstance(default, (list, tuple)):
-        return "a list"
-    return None
-
-
-def _like(value, default) -> bool:
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return is_integer(value)
-    if isinstance(default, float):
-        return is_number(value)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    return True
-
-
 def check_hyperparameters(name: str, hyperparameters: dict) -> dict:
     """Check ``hyperparameters`` against architecture ``name``'s and return all its defaults.
 
@@ -95,9 +66,9 @@ def check_hyperparameters(name: str, hyperparameters: dict) -> dict:
         context = f" for architecture {name!r}"
         raise TypeError(unknown_keys_message(unknown, defaults, "hyperparameter", context))
     for key, value in hyperparameters.items():
-        if not _like(value, defaults[key]):
-            raise TypeError(type_error_message(f"{name} hyperparameter {key}",
-                                               _expected_like(defaults[key]), value))
+        kind = Any if defaults[key] is None else type(defaults[key])  # a None default accepts anything
+        if not matches_type(value, kind):
+            raise TypeError(type_error_message(f"{name} hyperparameter {key}", expected_type(kind), value))
     return defaults
 
 

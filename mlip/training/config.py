@@ -6,7 +6,7 @@ import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Dict, Optional
 
-from mlip.keys import is_integer, is_number, type_error_message, unknown_keys_message
+from mlip.keys import expected_type, matches_type, type_error_message, unknown_keys_message
 
 
 def _check_keys(data: dict, cls, where: str, what: str = "key") -> None:
@@ -16,37 +16,6 @@ def _check_keys(data: dict, cls, where: str, what: str = "key") -> None:
         raise ValueError(f"{where}: {unknown_keys_message(unknown, known, what)}")
 
 
-def _expected(hint) -> Optional[str]:
-    """What a value of the field type ``hint`` must be, in words (None: anything)."""
-    if typing.get_origin(hint) is typing.Union:
-        kinds = [_expected(h) for h in typing.get_args(hint) if h is not type(None)]
-        if None in kinds:
-            return None
-        return " or ".join(kinds) + (" or null" if type(None) in typing.get_args(hint) else "")
-    origin = typing.get_origin(hint) or hint
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
-            tuple: "a list", list: "a list", dict: "a mapping"}.get(origin)
-
-
-def _matches(value, hint) -> bool:
-    if typing.get_origin(hint) is typing.Union:
-        return any(_matches(value, h) for h in typing.get_args(hint))
-    origin = typing.get_origin(hint) or hint
-    if hint is type(None):
-        return value is None
-    if origin is int:
-        return is_integer(value)
-    if origin is float:
-        return is_number(value)
-    if origin is bool:
-        return isinstance(value, bool)
-    if origin in (tuple, list):
-        return isinstance(value, (tuple, list))
-    if origin in (str, dict):
-        return isinstance(value, origin)
-    return True  # Any
-
-
 def _check_types(data: dict, cls, where: str, prefix: str = "") -> None:
     """ValueError naming the first value of ``data`` that does not have its field's type."""
     hints = typing.get_type_hints(cls)
@@ -54,8 +23,8 @@ def _check_types(data: dict, cls, where: str, prefix: str = "") -> None:
         hint = hints[key]
         if is_dataclass(hint):
             continue  # a section, checked on its own
-        if not _matches(value, hint):
-            raise ValueError(f"{where}: {type_error_message(prefix + key, _expected(hint), value)}")
+        if not matches_type(value, hint):
+            raise ValueError(f"{where}: {type_error_message(prefix + key, expected_type(hint), value)}")
 
 
 @dataclass
