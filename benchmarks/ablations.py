@@ -43,7 +43,7 @@ KEYS = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A
 
 
 def variant_config(name: str, out: Path, minutes: float, epochs: int) -> dict:
-    from mlip.yaml_io import read_yaml
+    from mlip.io import read_yaml
 
     base, overrides, _ = VARIANTS[name]
     cfg = read_yaml(base, "training config")
@@ -116,7 +116,7 @@ def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> 
               "n_parameters": sum(p.numel() for p in load_potential(result.best).parameters()),
               "n_train": len(train_samples), "n_test": len(test_samples),
               "test": {k: metrics[k] for k in KEYS}}
-    from mlip.workflows.json_io import write_json
+    from mlip.io import write_json
 
     write_json(out / name / "result.json", record)
     return record

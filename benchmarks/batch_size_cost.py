@@ -27,7 +27,7 @@ from ablations import seconds_per_step  # noqa: E402
 from mlip.data import read_dataset  # noqa: E402
 from mlip.training import TrainConfig  # noqa: E402
 from mlip.training.trainer import _split  # noqa: E402
-from mlip.yaml_io import read_yaml  # noqa: E402
+from mlip.io import read_yaml  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -48,7 +48,7 @@ def main() -> None:
     import mlip
     from mlip.training import TrainConfig, train
     from mlip.training.evaluation import evaluate_groups
-    from mlip.yaml_io import read_yaml
+    from mlip.io import read_yaml
 
     # The settings of the shipped recipe's first stage, with this script's overrides.
     settings = read_yaml(Path(__file__).resolve().parents[1] / "examples" / "train_embedded_atom_emt.yaml",

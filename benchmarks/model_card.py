@@ -363,7 +363,7 @@ def main(argv=None) -> int:
     from mlip.checkpoint import load_potential, save_potential
     from mlip.data import read_dataset
     from mlip.training.evaluation import evaluate_groups
-    from mlip.workflows.json_io import write_json
+    from mlip.io import write_json
 
     run = Path(args.run_dir)
     out = Path(args.out)

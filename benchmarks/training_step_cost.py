@@ -73,7 +73,7 @@ def main(argv=None) -> int:
 
     from mlip.data import read_dataset
     from mlip.models import create_model
-    from mlip.yaml_io import read_yaml
+    from mlip.io import read_yaml
 
     base = read_yaml(config_path, "training config")
     samples = list(read_dataset(args.train))

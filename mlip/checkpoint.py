@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import secrets
-import stat
 from pathlib import Path
 from typing import Union
 
 import torch
 
+from mlip.io import atomic_write
 from mlip.potential import Potential
 from mlip.version import __version__
 
@@ -52,48 +51,6 @@ def checkpoint_header(potential: Potential) -> dict:
     if potential.repulsion is not None:  # the same for the repulsion term: version 3
         header["repulsion"] = potential.repulsion.config()
     return header
-
-
-def _create_temporary(path: Path) -> tuple:
-    """Create an empty, new temporary file next to ``path``, as ``open(..., "w")`` would create it
-    (mode 0666 filtered by the umask, or by the folder's default ACL). Returns (name, that mode).
-
-    The mode is read back from the file rather than computed from ``os.umask``, which can only be read
-    by setting it (racy in a threaded program), and is read at every write, so a changed umask counts.
-    """
-    for _ in range(100):
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        try:
-            mode = stat.S_IMODE(os.fstat(fd).st_mode)
-        finally:
-            os.close(fd)
-        return str(tmp), mode
-    raise FileExistsError(f"cannot create a temporary file next to {str(path)!r}")
-
-
-def atomic_write(path: Union[str, Path], write) -> None:
-    """Call ``write(tmp_path)`` then atomically rename onto ``path`` (no half-written files).
-
-    The file gets the permissions a plain ``open(path, "w")`` would give it (0666 minus the umask),
-    whatever ``write`` does: some writers (safetensors) recreate the file private (0600).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp, mode = _create_temporary(path)
-    try:
-        write(tmp)
-        os.chmod(tmp, mode)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save_potential(potential: Potential, path: Union[str, Path]) -> Path:

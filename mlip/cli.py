@@ -590,7 +590,7 @@ def cmd_kappa(args) -> int:
             scores = score_kappa_batch(counts["merged"], args.reference, temperature)
             _print_scores(scores, temperature)
             path = out_dir / "kappa_srme.json"
-            from mlip.workflows.json_io import write_json
+            from mlip.io import write_json
 
             write_json(path, scores)
             print(f"wrote:     {path}")
@@ -657,7 +657,7 @@ def cmd_eval(args) -> int:
     from mlip.data import read_dataset
     from mlip.data.readers import FORMATS, detect_format
     from mlip.training.evaluation import error_metrics, parity_plot, predictions
-    from mlip.workflows.json_io import write_json
+    from mlip.io import write_json
     from mlip.workflows.model_loading import potential_of
 
     calc, label = _load_model(args.model, args.device, args.dtype)

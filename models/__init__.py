@@ -127,7 +127,7 @@ def load_model_config(path) -> dict:
     Shipped configurations live in ``mlip/models/configs`` (see :func:`config_path`). Raises
     ValueError naming the file and the problem for a malformed file.
     """
-    from mlip.yaml_io import read_yaml
+    from mlip.io import read_yaml
 
     path = str(path)
     config = read_yaml(path, "model config")

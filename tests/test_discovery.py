@@ -447,7 +447,7 @@ def test_mp2020_corrections_on_entries():
     from pymatgen.entries.computed_entries import ComputedStructureEntry
     from pymatgen.io.ase import AseAtomsAdaptor
 
-    from mlip.workflows.json_io import atoms_to_dict, jsonable
+    from mlip.io import atoms_to_dict, jsonable
 
     atoms = Atoms("Cu4O2", scaled_positions=[[0.25, 0.25, 0.25], [0.75, 0.75, 0.25], [0.75, 0.25, 0.75],
                                              [0.25, 0.75, 0.75], [0, 0, 0], [0.5, 0.5, 0.5]],

@@ -13,7 +13,7 @@ import torch
 import mlip
 from mlip import pretrained
 from mlip.checkpoint import save_potential
-from mlip.workflows.json_io import write_json
+from mlip.io import write_json
 
 from conftest import build_potential, triclinic_crystal
 

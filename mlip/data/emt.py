@@ -650,7 +650,7 @@ def generate_emt_dataset(
             spread over the categories in the same proportions, or a dict ``{category: count}`` (missing
             categories get 0).
         seed: non-negative integer; the same seed gives the same structures and a byte-identical file.
-        out_path: extxyz file to write (through :func:`mlip.checkpoint.atomic_write`).
+        out_path: extxyz file to write (through :func:`mlip.io.atomic_write`).
         progress: show a tqdm progress bar.
         small: the tiny set for tests (~25 frames, a few seconds).
 

@@ -175,7 +175,7 @@ def write_extxyz(samples: Iterable[Union[Sample, object]], path: Union[str, Path
     Labels go under ASE's standard keys (``energy``, ``forces``, ``stress``), so ASE, MACE, NequIP and
     this package's :func:`mlip.data.read_dataset` read them directly. Positions and forces are written by
     ASE with 8 decimals; energy, stress and cell with full precision. With ``atomic=True`` the file is
-    written through :func:`mlip.checkpoint.atomic_write` (no half-written file on interruption).
+    written through :func:`mlip.io.atomic_write` (no half-written file on interruption).
     """
     import ase.io
 
@@ -188,7 +188,7 @@ def write_extxyz(samples: Iterable[Union[Sample, object]], path: Union[str, Path
         ase.io.write(str(target), frames, format="extxyz")
 
     if atomic:
-        from mlip.checkpoint import atomic_write
+        from mlip.io import atomic_write
 
         atomic_write(path, write)
     else:

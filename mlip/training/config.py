@@ -137,7 +137,7 @@ class TrainConfig:
 
     @classmethod
     def from_yaml(cls, path) -> "TrainConfig":
-        from mlip.yaml_io import read_yaml
+        from mlip.io import read_yaml
 
         return cls.from_dict(read_yaml(path, "training config"), where=str(path))
 

@@ -147,7 +147,7 @@ def parity_plot(preds: Dict, path, title: Optional[str] = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mlip.checkpoint import atomic_write
+    from mlip.io import atomic_write
 
     metrics = error_metrics(preds)
     panels = [("energy", "energy (eV/atom)", 1.0, "meV/atom"), ("forces", "force component (eV/Å)", 1.0, "meV/Å"),

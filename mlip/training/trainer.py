@@ -29,8 +29,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from mlip.checkpoint import atomic_write, save_potential
-from mlip.workflows.json_io import jsonable, read_json, write_json
+from mlip.checkpoint import save_potential
+from mlip.io import atomic_write, jsonable, read_json, write_json
 from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage

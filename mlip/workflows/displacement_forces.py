@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 from ase import Atoms
 
-from mlip.checkpoint import atomic_write
+from mlip.io import atomic_write
 
 
 def structures_fingerprint(structures: Sequence[Atoms]) -> str:

@@ -65,7 +65,7 @@ import numpy as np
 from ase import Atoms
 
 from mlip.workflows.force_constant_inputs import check_force_constant_inputs, float64_calculator
-from mlip.workflows.json_io import atoms_from_dict, atoms_to_dict, jsonable, read_json, write_json
+from mlip.io import atoms_from_dict, atoms_to_dict, jsonable, read_json, write_json
 from mlip.workflows.model_loading import calculator_cutoff
 from mlip.workflows.run_cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
 from mlip.workflows.supercells import (

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from ase import Atoms
 
-from mlip.checkpoint import atomic_write
+from mlip.io import atomic_write
 from mlip.workflows.sharding import load_results, result_path, run_sharded
 
 INFO_KEYS = ("fc2_supercell", "fc3_supercell", "q_point_mesh")
@@ -152,7 +152,7 @@ def _claim_campaign(out_dir: Path, calc, items, kappa_kwargs: dict) -> None:
     holds a campaign with other ones: finished results are reused by material id alone, so mixing
     would silently score one model's κ as another's."""
     from mlip.workflows.displacement_forces import structures_fingerprint
-    from mlip.workflows.json_io import jsonable, read_json, write_json
+    from mlip.io import jsonable, read_json, write_json
     from mlip.workflows.run_cache import model_fingerprint
 
     manifest = {

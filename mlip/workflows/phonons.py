@@ -37,7 +37,7 @@ from ase import Atoms
 
 from mlip.extras import require
 from mlip.workflows.force_constant_inputs import check_force_constant_inputs, float64_calculator
-from mlip.workflows.json_io import atoms_to_dict, jsonable, write_json
+from mlip.io import atoms_to_dict, jsonable, write_json
 from mlip.workflows.model_loading import calculator_cutoff
 from mlip.workflows.run_cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
 from mlip.workflows.supercells import check_supercell_width, cutoff_width, diagonal_supercell, parse_supercell
@@ -269,7 +269,7 @@ class PhononResult:
         Returns the paths by name (``"json"``, ``"band_structure"``, ``"dos"``,
         ``"thermal_properties"``). The plots need matplotlib (``pip install mlip-torch[plot]``).
         """
-        from mlip.checkpoint import atomic_write
+        from mlip.io import atomic_write
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

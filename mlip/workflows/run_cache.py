@@ -22,7 +22,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from ase import Atoms
 
-from mlip.workflows.json_io import atoms_from_dict, atoms_to_dict, jsonable, read_json, write_json
+from mlip.io import atoms_from_dict, atoms_to_dict, jsonable, read_json, write_json
 
 MODEL_NAME = "model.json"
 RELAXED_NAME = "relaxed_structure.json"

@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from mlip.checkpoint import atomic_write
+from mlip.io import atomic_write
 
 
 def shard_from_environment(

@@ -173,7 +173,7 @@ def generate_emt_benchmark(
 
     from mlip.workflows.discovery.formation import plain_formation_energy
     from mlip.workflows.discovery.inputs import structure_dict
-    from mlip.workflows.json_io import read_json, write_json
+    from mlip.io import read_json, write_json
 
     if int(n_candidates) < 4:
         raise ValueError(f"n_candidates must be >= 4 (stable and unstable materials are needed), got {n_candidates}")
@@ -320,10 +320,10 @@ def _write_outputs(out_dir: Path, candidates: List[dict], hull_rows: List[dict],
 
     import ase.io
 
-    from mlip.checkpoint import atomic_write
+    from mlip.io import atomic_write
     from mlip.workflows.discovery.inputs import structure_dict
     from mlip.workflows.discovery.join import _write_gzip_text
-    from mlip.workflows.json_io import write_json
+    from mlip.io import write_json
 
     init_rows = [{"material_id": c["material_id"], "initial_structure": structure_dict(c["initial"])}
                  for c in candidates]

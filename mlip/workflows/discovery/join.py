@@ -27,7 +27,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from mlip.checkpoint import atomic_write
+from mlip.io import atomic_write
 from mlip.workflows.discovery.relax_campaign import CAMPAIGN_FILE
 from mlip.workflows.sharding import load_results
 
@@ -45,7 +45,7 @@ def _write_gzip_text(path: Path, text: str) -> None:
 
 def read_campaigns(run_dirs: Sequence[PathLike]) -> dict:
     """The common ``campaign.json`` of ``run_dirs`` (ValueError when one is missing or differs)."""
-    from mlip.workflows.json_io import read_json
+    from mlip.io import read_json
 
     manifest = None
     for run_dir in run_dirs:
@@ -156,7 +156,7 @@ def join_discovery(
         relaxed_atoms,
     )
     from mlip.workflows.discovery.inputs import read_structures, structure_dict
-    from mlip.workflows.json_io import jsonable, write_json
+    from mlip.io import jsonable, write_json
 
     if isinstance(run_dirs, (str, Path)):
         run_dirs = [run_dirs]

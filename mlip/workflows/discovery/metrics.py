@@ -228,7 +228,7 @@ def discovery_metrics(
         result["cps"] = combined_performance_score(headline["F1"], kappa_srme, result["rmsd"])
     result["files"] = {}
     if out_dir is not None:
-        from mlip.workflows.json_io import write_json
+        from mlip.io import write_json
 
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -249,7 +249,7 @@ def plot_hull_distances(each_true, each_pred, path: PathLike, metrics: Optional[
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mlip.checkpoint import atomic_write
+    from mlip.io import atomic_write
 
     t = np.asarray(each_true, dtype=float)
     p = np.asarray(each_pred, dtype=float)

@@ -62,7 +62,7 @@ def relax_material(atoms: Atoms, calc, fmax: float = 0.02, steps: int = 500,
     """Relax one material (FIRE + FrechetCellFilter) and return its result record (see the
     module docstring). Raises ValueError for atoms closer than ``min_distance`` Å and RuntimeError
     for a non-finite energy or forces."""
-    from mlip.workflows.json_io import atoms_to_dict
+    from mlip.io import atoms_to_dict
     from mlip.workflows.relax import relax
 
     pair = closest_pair(atoms, min_distance)
@@ -130,7 +130,7 @@ def campaign_manifest(calc, materials: Sequence[Material], settings: dict) -> di
 def claim_campaign(out_dir: Path, manifest: dict) -> None:
     """Write ``out_dir/campaign.json``, or check that the one there describes the same campaign
     (ValueError naming what differs otherwise)."""
-    from mlip.workflows.json_io import read_json, write_json
+    from mlip.io import read_json, write_json
 
     path = Path(out_dir) / CAMPAIGN_FILE
     old = read_json(path) if path.exists() else None

@@ -1,14 +1,13 @@
-"""JSON files of the workflows: numpy → JSON-able values, atomic writes, tolerant reads, Atoms ⇄ dict.
+"""Files: atomic writes, JSON (tolerant reads, numpy → JSON-able values), YAML configs, Atoms ⇄ dict.
 
-Shared by the phonon (:mod:`mlip.workflows.phonons`) and thermal-conductivity
-(:mod:`mlip.workflows.kappa`) workflows for their result files and their resumable caches.
-
+* :func:`atomic_write` writes through a temporary file renamed onto the target, so a reader (or a
+  run resumed after a crash) never sees half a file;
 * :func:`jsonable` turns numpy arrays and scalars into lists and Python numbers, non-finite floats
   into ``null`` (JSON has no NaN), so that ``json.dumps(..., allow_nan=False)`` accepts the result;
-* :func:`write_json` writes a file atomically (:func:`mlip.checkpoint.atomic_write`: a reader never
-  sees half a file), optionally gzip-compressed;
+* :func:`write_json` writes a file atomically, optionally gzip-compressed;
 * :func:`read_json` reads either form back and answers None for anything unreadable, so that a
   damaged cache file is recomputed rather than fatal;
+* :func:`read_yaml` reads a configuration file with errors that name the file and the problem;
 * :func:`atoms_to_dict` / :func:`atoms_from_dict` store a periodic crystal as
   ``{symbols, cell_A, positions_A, masses_amu}`` (lengths in Å, masses in amu).
 """
@@ -18,11 +17,56 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
+import secrets
+import stat
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import numpy as np
 from ase import Atoms
+
+
+def _create_temporary(path: Path) -> tuple:
+    """Create an empty, new temporary file next to ``path``, as ``open(..., "w")`` would create it
+    (mode 0666 filtered by the umask, or by the folder's default ACL). Returns (name, that mode).
+
+    The mode is read back from the file rather than computed from ``os.umask``, which can only be read
+    by setting it (racy in a threaded program), and is read at every write, so a changed umask counts.
+    """
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        try:
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+        return str(tmp), mode
+    raise FileExistsError(f"cannot create a temporary file next to {str(path)!r}")
+
+
+def atomic_write(path: Union[str, Path], write) -> None:
+    """Call ``write(tmp_path)`` then atomically rename onto ``path`` (no half-written files).
+
+    The file gets the permissions a plain ``open(path, "w")`` would give it (0666 minus the umask),
+    whatever ``write`` does: some writers (safetensors) recreate the file private (0600).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp, mode = _create_temporary(path)
+    try:
+        write(tmp)
+        os.chmod(tmp, mode)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def jsonable(value: Any) -> Any:
@@ -51,8 +95,6 @@ def write_json(path: Union[str, Path], obj: Any, compress: bool = False) -> None
     Plain: indented UTF-8 JSON (one space). ``compress=True``: compact JSON, gzip-compressed with a
     zero timestamp (the same content gives the same bytes); name the file ``*.json.gz``.
     """
-    from mlip.checkpoint import atomic_write
-
     text = json.dumps(jsonable(obj), indent=None if compress else 1, allow_nan=False)
     if compress:
         data = gzip.compress(text.encode("utf-8"), mtime=0)
@@ -98,4 +140,20 @@ def atoms_from_dict(data: dict) -> Atoms:
     )
 
 
-__all__ = ["atoms_from_dict", "atoms_to_dict", "jsonable", "read_json", "write_json"]
+
+def read_yaml(path: Union[str, Path], what: str = "config") -> Any:
+    """``yaml.safe_load`` of ``path``; ValueError ``"cannot read <what> ..."`` or ``"<what> ... is not
+    valid YAML"`` instead of OSError/YAMLError."""
+    import yaml
+
+    path = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except OSError as err:
+        raise ValueError(f"cannot read {what} {path!r}: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"{what} {path!r} is not valid YAML: {err}") from None
+
+
+__all__ = ["atomic_write", "atoms_from_dict", "atoms_to_dict", "jsonable", "read_json", "read_yaml", "write_json"]
