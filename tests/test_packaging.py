@@ -1,7 +1,9 @@
-"""The wheel holds every source file under its mapped import path, and installs the console script."""
+"""The wheel holds every source file under its mapped import path, and installs the console script; the wheel
+and the sdist carry the licence."""
 
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -24,6 +26,34 @@ def wheel(tmp_path_factory):
     wheels = list(out.glob("mlip_torch-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sdist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--skip-dependency-check", "--outdir", str(out),
+         str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    archives = list(out.glob("mlip_torch-*.tar.gz")) + list(out.glob("mlip-torch-*.tar.gz"))
+    assert len(archives) == 1, archives
+    return archives[0]
+
+
+def test_wheel_and_sdist_carry_the_licence(wheel, sdist):
+    """The top-level LICENSE (MIT, "The mlip developers") is in the wheel's dist-info and at the sdist's root."""
+    licence = (ROOT / "LICENSE").read_text()
+    assert licence.startswith("MIT License") and "The mlip developers" in licence
+    zf = zipfile.ZipFile(wheel)
+    in_wheel = [n for n in zf.namelist() if ".dist-info/" in n and n.endswith("/LICENSE")]
+    assert len(in_wheel) == 1, zf.namelist()
+    assert zf.read(in_wheel[0]).decode() == licence
+    with tarfile.open(sdist) as tf:
+        in_sdist = [m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith("/LICENSE")]
+        assert len(in_sdist) == 1, tf.getnames()
+        assert tf.extractfile(in_sdist[0]).read().decode() == licence
 
 
 def test_wheel_contains_every_source_file(wheel):
