@@ -4,7 +4,7 @@
     python benchmarks/ablations.py ... --only eqv3-gate eqv3-separate     # a subset (e.g. one per core)
     python benchmarks/ablations.py --out ablations --report                # the table of finished variants
 
-Each variant starts from a model's first stage-1 config (``examples/train_*_emt.yaml``) with
+Each variant starts from a model's first stage-1 config (``benchmarks/configs/*_emt_stage1.yaml``) with
 one switch changed, trains on the first ``--n-train`` structures of the training file (validation,
 which picks the best epoch: the next ``--n-valid``; ``--n-train 0``: the whole file with ``mlip train``'s
 own split, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-PLATONIC = ROOT / "examples" / "train_platonic_emt.yaml"
-EQUIFORMER = ROOT / "examples" / "train_equiformer_v3_emt.yaml"
+PLATONIC = ROOT / "benchmarks" / "configs" / "platonic_emt_stage1.yaml"
+EQUIFORMER = ROOT / "benchmarks" / "configs" / "equiformer_v3_emt_stage1.yaml"
 
 #: name → (base config, model overrides, what it tests)
 VARIANTS = {

@@ -1,6 +1,6 @@
 """Minutes per training epoch of one recipe at several batch sizes, side by side.
 
-    OMP_NUM_THREADS=2 python benchmarks/batch_size_cost.py examples/train_equiformer_v3_emt_hour.yaml \
+    OMP_NUM_THREADS=2 python benchmarks/batch_size_cost.py examples/recipes/equiformer_v3-emt/stage1.yaml \
         --train emt-train.xyz [--batch-sizes 4 8 16] [--rounds 3]
 
 A smaller batch gives more optimizer steps per epoch; what it costs is the time per epoch, which this

@@ -6,7 +6,7 @@
 Trains the ``embedded_atom`` architecture (:class:`mlip.models.embedded_atom.EmbeddedAtomModel`: nothing
 but :class:`mlip.embedded_atom.EmbeddedAtomEnergy`, E_i = MLP(Z_i, element-resolved neighbour densities),
 the embedded-atom form; ASE's EMT is itself a function of two such densities per atom) with the settings of
-``examples/train_embedded_atom_emt.yaml``, the first stage of the shipped ``platonic-emt`` (the stage-1
+``examples/recipes/platonic-emt/stage1.yaml``, the first stage of the shipped ``platonic-emt`` (the stage-1
 loss: energy 5, forces 10, stress 3, squared error; isolated-atom reference energies; AdamW with warm-up
 and cosine decay; validation on 10 % of the training file, seed 0, by structure group), with the cutoff,
 learning rate, epochs, wall-clock limit (stopping after the epoch that passes ``--minutes``), training file
@@ -51,8 +51,8 @@ def main() -> None:
     from mlip.io import read_yaml
 
     # The settings of the shipped recipe's first stage, with this script's overrides.
-    settings = read_yaml(Path(__file__).resolve().parents[1] / "examples" / "train_embedded_atom_emt.yaml",
-                         "training config")
+    recipe = Path(__file__).resolve().parents[1] / "examples" / "recipes" / "platonic-emt"
+    settings = read_yaml(recipe / "stage1.yaml", "training config")
     if args.cutoff is not None:
         settings["model"]["cutoff"] = args.cutoff
     if args.log_densities is not None:

@@ -1,7 +1,7 @@
 """Measure a trained model and write its model card (Markdown) and the numbers behind it (JSON).
 
     python benchmarks/model_card.py RUN_DIR --name platonic-emt --test emt-test.xyz \
-        --train-command "mlip train examples/train_platonic_emt.yaml" --out models/pretrained
+        --train-command "mlip train benchmarks/configs/platonic_emt_stage1.yaml" --out models/pretrained
 
 RUN_DIR is the ``out_dir`` of ``mlip train`` (``best.safetensors``, ``metrics.json``). A model trained
 in stages (``init_from``: e.g. a force-weighted stage, then energy-weighted fine-tuning) names the run

@@ -4,8 +4,8 @@
     OMP_NUM_THREADS=2 python benchmarks/training_step_cost.py --train emt-train.xyz \
         --recipe equiformer_v3-hour --steps 20 --warmup 5 --rounds 3
 
-Each row is the recipe's stage-1 config (``--recipe platonic``: ``examples/train_platonic_emt.yaml``, the
-earlier Platonic stage 1; ``equiformer_v3-hour``: ``examples/train_equiformer_v3_emt_hour.yaml``) with its
+Each row is the recipe's stage-1 config (``--recipe platonic``: ``benchmarks/configs/platonic_emt_stage1.yaml``,
+the earlier Platonic stage 1; ``equiformer_v3-hour``: ``examples/recipes/equiformer_v3-emt/stage1.yaml``) with its
 model overridden; a step is what ``mlip train`` does per batch (forward, forces, stress with the graph
 kept, backward, AdamW), timed by :func:`ablations.seconds_per_step` on the batches the trainer's first
 epoch starts with. The rows are timed in alternating rounds and each prints the median over rounds and
@@ -49,7 +49,8 @@ EQUIFORMER_HOUR_VARIANTS = {
 #: --recipe → (stage-1 config, its rows)
 RECIPES = {
     "platonic": (PLATONIC, PLATONIC_SIZES),
-    "equiformer_v3-hour": (ROOT / "examples" / "train_equiformer_v3_emt_hour.yaml", EQUIFORMER_HOUR_VARIANTS),
+    "equiformer_v3-hour": (ROOT / "examples" / "recipes" / "equiformer_v3-emt" / "stage1.yaml",
+                           EQUIFORMER_HOUR_VARIANTS),
 }
 
 

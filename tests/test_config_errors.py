@@ -132,7 +132,8 @@ def test_every_shipped_config_and_checkpoint_passes_the_checks():
     from mlip.models import check_hyperparameters, load_model_config
     from mlip.training import TrainConfig
 
-    examples = sorted(glob.glob(str(ROOT / "examples" / "**" / "*.yaml"), recursive=True))
+    examples = sorted(glob.glob(str(ROOT / "examples" / "**" / "*.yaml"), recursive=True)
+                      + glob.glob(str(ROOT / "benchmarks" / "configs" / "*.yaml")))
     configs = sorted(glob.glob(str(ROOT / "models" / "configs" / "*.yaml")))
     checkpoints = sorted(glob.glob(str(ROOT / "models" / "pretrained" / "*.safetensors")))
     assert examples and configs and checkpoints

@@ -186,7 +186,7 @@ def test_readme_one_hour_equiformer_table_matches_the_recorded_runs():
                                              "stress_mae_meV_per_A3")]
         assert len(shown) == 3 and all(map(_close, shown, measured)), (label, cells, measured)
     recipe = runs[list(HOUR_ROWS.values())[-1]]["stages"]
-    examples = [ROOT / "examples" / f"train_equiformer_v3_emt_hour{s}.yaml" for s in ("", "_stage2")]
+    examples = [ROOT / "examples" / "recipes" / "equiformer_v3-emt" / f"stage{s}.yaml" for s in (1, 2)]
     assert len(recipe) == len(examples)
     for path, stage in zip(examples, recipe):
         ours, recorded = TrainConfig.from_yaml(path).to_dict(), stage["config"]

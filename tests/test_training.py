@@ -491,13 +491,13 @@ def test_init_embedded_atom_from_refuses_what_does_not_fit(tmp_path, samples):
 
 
 def test_example_training_configs_parse_and_chain_their_stages():
-    """examples/train_*.yaml are valid configs; a stage's init_from (init_embedded_atom_from) is the best
-    checkpoint of an earlier example's out_dir, with the same model (an embedded_atom model of the same
+    """examples/recipes/<model>/stage*.yaml are valid configs; a stage's init_from (init_embedded_atom_from) is
+    the best checkpoint of an earlier stage's out_dir, with the same model (an embedded_atom model of the same
     species and cutoff)."""
     from pathlib import Path
 
-    examples = Path(__file__).resolve().parents[1] / "examples"
-    configs = {p.name: TrainConfig.from_yaml(p) for p in sorted(examples.glob("train_*.yaml"))}
+    recipes = Path(__file__).resolve().parents[1] / "examples" / "recipes"
+    configs = {str(p.relative_to(recipes)): TrainConfig.from_yaml(p) for p in sorted(recipes.glob("*/stage*.yaml"))}
     assert len(configs) >= 2
     best = {f"{c.out_dir}/best.safetensors": c for c in configs.values()}
     for name, c in configs.items():
