@@ -2,8 +2,8 @@
 
 PyTorch on CPU allocates its big activation tensors with plain ``malloc``. glibc serves blocks above
 a threshold (at most 32 MB) with ``mmap`` and unmaps them on ``free``, so every MD step page-faults
-its whole working set in again; per-atom cost then grows with system size (measured here: 2048 fcc
-Cu atoms cost 1.8× more per atom than 500). Turning off ``mmap`` for malloc and raising the trim
+its whole working set in again; per-atom cost then grows with system size (docs/benchmarks.md,
+"Notes from profiling"). Turning off ``mmap`` for malloc and raising the trim
 threshold keeps freed memory in the heap for the next step, which restores linear scaling.
 
 The setting is process-wide. :class:`mlip.MLIPCalculator` applies it once for CPU evaluation; set

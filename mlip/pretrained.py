@@ -5,7 +5,7 @@ Trained weights live in ``mlip/models/pretrained/<name>.safetensors``, each with
 
 * ``equiformer_v3-emt``: EquiformerV3 trained on the EMT reference data (the default: exactly
   rotation invariant and the more accurate of the two transformers);
-* ``platonic-emt``: the Platonic Transformer trained on the same data (about 1.4× faster per MD step,
+* ``platonic-emt``: the Platonic Transformer trained on the same data (faster per MD step,
   invariant only to its tetrahedral group: its energy changes under other rotations);
 * ``embedded-atom-emt``: no transformer, only the embedded-atom term (``embedded_atom``
   architecture: E_i = MLP(Z_i, element-resolved and logarithmic neighbour densities), the form of

@@ -37,11 +37,8 @@ Range: ASE's EMT (``asap_cutoff=False``, the default) uses one cutoff for every 
 the largest s₀ of its parameter table (Ag): a Fermi function centred at 5.38 Å that falls to 1e-4 at
 5.76 Å, with neighbours listed to 5.88 Å. A model with a 5 Å cutoff cannot see the third fcc shell
 of Al, Ag and Au (4.96–5.01 Å at equilibrium) nor its strained and rattled neighbours beyond 5 Å:
-on crystals and alloys that part of EMT's energy is 8 ± 13 meV/atom (5 meV/atom MAE left after a
-per-element linear fit), which a model must infer from the shells it does see. (A 6 Å EquiformerV3
-trained like the shipped first stage was worse, not better: its epochs cost 1.5× as much, and after
-4 of them, 50 min, its validation errors were 23.8 meV/atom and 32 meV/Å, against 9.0 and 20.7 for
-8 epochs at 5 Å in 58 min, and 13.0 and 32.6 after the same 4 epochs.)
+that part of EMT's energy a model must infer from the shells it does see. How large it is, and what
+a 6 Å model did instead, is in docs/training-recipes.md ("The reach of EMT").
 
 Every frame carries ``config_type``, ``group`` (its parent structure or MD trajectory, for grouped
 splits), ``elements`` (e.g. ``"Au-Cu"``), ``prototype``, ``rattle`` (Gaussian σ, Å) and ``strain`` (largest

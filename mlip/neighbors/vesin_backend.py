@@ -13,10 +13,9 @@ Things worth knowing about vesin (checked with vesin 0.6.2):
   not invertible``.
 * Mixed periodicity (``periodic=[True, True, False]``) with a zero / arbitrary non-periodic
   box vector gives correct pairs, but its cost grows with the *square* of the atoms' extent
-  along the non-periodic direction (2000 atoms spread over 1e3 / 1.5e4 / 1e5 Å along z of a
-  slab: 44 ms / 1.3 s / 53 s), and an extent of ~1e4-1e6 Å (slab or wire) kills the
-  whole process with SIGFPE. Fully periodic and fully non-periodic systems are fast at any
-  extent or distance from the origin.
+  along the non-periodic direction (docs/benchmarks.md, "Notes from profiling"), and an extent of
+  ~1e4-1e6 Å (slab or wire) kills the whole process with SIGFPE. Fully periodic and fully
+  non-periodic systems are fast at any extent or distance from the origin.
 
 Hence, before calling vesin: the periodic directions are validated here (``ValueError``), the
 non-periodic box rows are replaced by unit vectors orthogonal to the periodic ones, and along

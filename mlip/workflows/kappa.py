@@ -31,20 +31,14 @@ Supercells that are too small are refused before anything is computed (:func:`ch
   the harmonic phonons' rule (:mod:`mlip.workflows.phonons`: 2 × the cutoff) on purpose: Matbench
   Discovery prescribes fc3 supercells of about 7 Å, which must pass with 6 Å models. Between 1 and
   2 cutoffs the force constants fold in periodic images of the displaced atom; that is what the
-  protocol does, and κ hardly notices: with EMT (cutoff 5.4 Å) the conventional cell × 2 (7.2 Å
-  wide) and the 64-atom supercell below give 12.95 and 12.93 W/(m·K). So there is no warning,
-  which would fire on nearly every material of the benchmark;
+  protocol does, and κ hardly notices (docs/workflows.md, "Supercell sizes"). So there is no
+  warning, which would fire on nearly every material of the benchmark;
 * fc3 supercells narrower than ``MIN_WIDTH_NN_FACTOR`` (2.5) × the nearest-neighbour distance
-  d_nn (widths of the Minkowski-reduced supercell, a property of the lattice, not of its basis).
-  Evidence, EMT Cu, 65 supercells of the 1-atom fcc cell, mesh 11³, against the 64-atom
-  supercell (12.93 W/(m·K)): below 2.0 d_nn, 17 of 24 were off by more than 10% (median 85%;
-  the 1-atom cell × 2, 8 atoms at 1.63 d_nn, gave 2e9 W/(m·K)); at 2.0–2.5 d_nn at most +12%
-  (median 1.6%); at ≥ 2.5 d_nn at most +7% (median 1.2%; the conventional cell × 2, 32 atoms at
-  2.83 d_nn: 12.95), the spread of large supercells themselves being −3.5…+5.7%. Likewise the
-  4-atom L1₂ Cu₃Au cell × 1 (1.41 d_nn) gives 7e8 W/(m·K), × 2 gives 3.90 and × 3 3.87.
-  The 2.5 (rather than 2.0) leaves room for first coordination shells spread over up to
-  1.25 d_nn in less symmetric structures. fc2 supercells only need the cutoff rule (the 1-atom
-  cell × 2 for fc2 with a 64-atom fc3 supercell is off by 2.5%).
+  d_nn (widths of the Minkowski-reduced supercell, a property of the lattice, not of its basis):
+  narrower ones give κ that is wrong, often by orders of magnitude (the evidence, supercell series
+  of EMT Cu and Cu₃Au, is in docs/workflows.md, "Supercell sizes"). The 2.5 (rather than 2.0)
+  leaves room for first coordination shells spread over up to 1.25 d_nn in less symmetric
+  structures. fc2 supercells only need the cutoff rule.
 
 Units: κ in W/(m·K), frequencies and linewidths in THz, heat capacities in eV/K, temperatures
 in K, lengths in Å. κ tensors are 3×3; mode-resolved κ is in Voigt order (xx, yy, zz, yz, xz,
