@@ -109,12 +109,14 @@ def run_sharded(
     shard_index: Optional[int] = None,
     progress: bool = True,
     desc: str = "items",
+    write: bool = True,
 ) -> Dict[str, int]:
     """Compute this process's share of ``items`` = [(id, payload), ...] with ``compute(id, payload)``.
 
     ``compute`` returns a JSON-serialisable dict; an exception is recorded as
     ``{"failed": True, "error": "...", "traceback": "..."}`` and the run goes on. Results already
-    in ``out_dir`` are skipped. Returns counts: ``{"shard": k, "n_shards": n, "assigned", "skipped",
+    in ``out_dir`` are skipped. ``write=False`` computes without writing: the other ranks of an MPI
+    calculation whose rank 0 writes (every rank must take part in each item). Returns counts: ``{"shard": k, "n_shards": n, "assigned", "skipped",
     "computed", "failed"}``.
     """
     ids = [str(i) for i, _ in items]
@@ -149,7 +151,8 @@ def run_sharded(
                           "traceback": traceback.format_exc()}
                 counts["failed"] += 1
             record.setdefault("wall_time_s", time.perf_counter() - t0)
-            write_result(out_dir, ids[k], record)
+            if write:
+                write_result(out_dir, ids[k], record)
             counts["computed"] += 1
             if bar is not None:
                 minutes = (time.perf_counter() - start) / 60

@@ -1,0 +1,256 @@
+"""Labelling structures with a reference calculator: energies, forces and stress for training data.
+
+:func:`label_structures` computes the labels of a list of structures with any ASE calculator,
+sharded and resumable through :mod:`mlip.workflows.sharding`: each structure's labels are written
+as soon as they are known, a killed run loses at most the structures in flight, a rerun skips what
+is done, and a structure whose calculation fails (an SCF that does not converge) is recorded with
+its error, never dropped silently. :func:`write_labelled` then writes the labelled structures as
+extxyz, the labels under named keys (``REF_energy``, ``REF_forces``, ``REF_stress``: what
+:func:`mlip.data.read_dataset` looks for) and the provenance (calculator, version, settings, wall
+time) in every frame.
+
+The calculator is named by a :class:`Labeller`:
+
+* ``emt``: ASE's EMT (seven fcc metals; the cheap test bed);
+* ``gpaw``: GPAW with the fixed settings of the package's first-principles datasets
+  (:data:`GPAW_PBE_SETTINGS`: PBE, plane waves, Γ-centred Monkhorst–Pack with a fixed k-point
+  density, Fermi–Dirac smearing, tight SCF); run it under MPI as ``mpiexec -n 2 gpaw python -m mlip
+  data label ...``: every rank computes, rank 0 writes;
+* ``package.module:Class``: any ASE calculator class, created with keyword ``settings``.
+
+The energy label is the force-consistent (free) energy where the calculator has one, so that
+forces are its exact derivative.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from mlip.workflows.sharding import load_results, run_sharded
+
+#: the settings of the package's GPAW datasets; different settings make a different dataset
+GPAW_PBE_SETTINGS: Dict[str, Any] = {
+    "xc": "PBE",
+    "ecut_eV": 400.0,
+    "kpoint_density_per_inv_A": 2.5,
+    "gamma_centred": True,
+    "smearing": "fermi-dirac",
+    "smearing_width_eV": 0.1,
+    "spinpol": False,
+    "setups": "paw",
+    "convergence_energy_eV_per_electron": 1e-6,
+    "convergence_forces_eV_per_A": 1e-4,
+}
+
+#: per-frame keys of the labels in the files :func:`write_labelled` writes
+LABEL_KEYS = {"energy": "REF_energy", "forces": "REF_forces", "stress": "REF_stress"}
+
+
+def kpoint_mesh(atoms, density: float) -> Tuple[int, int, int]:
+    """Monkhorst–Pack sizes n_i = ⌈density · |b_i|⌉ along the periodic directions (b_i the reciprocal
+    lattice vectors including 2π, in Å⁻¹; ``density`` in points per Å⁻¹), 1 along the others."""
+    if density <= 0:
+        raise ValueError(f"k-point density must be positive, got {density}")
+    sizes = []
+    if atoms.cell.rank == 3:
+        reciprocal = 2 * math.pi * np.linalg.inv(np.asarray(atoms.cell.array, dtype=float)).T
+    for axis in range(3):
+        if not atoms.pbc[axis]:
+            sizes.append(1)
+            continue
+        if atoms.cell.rank != 3:
+            raise ValueError("a structure periodic along some direction needs a full 3-dimensional cell")
+        sizes.append(max(1, math.ceil(density * float(np.linalg.norm(reciprocal[axis])) - 1e-9)))
+    return tuple(sizes)
+
+
+def _gpaw_calculator(atoms, settings: Dict[str, Any]):
+    from mlip.extras import require
+
+    gpaw = require("gpaw", "dft", "labelling with GPAW")
+    sizes = kpoint_mesh(atoms, settings["kpoint_density_per_inv_A"])
+    return gpaw.GPAW(
+        mode=gpaw.PW(settings["ecut_eV"]),
+        xc=settings["xc"],
+        kpts={"size": sizes, "gamma": bool(settings["gamma_centred"])},
+        occupations=gpaw.FermiDirac(settings["smearing_width_eV"]),
+        spinpol=bool(settings["spinpol"]),
+        setups=settings["setups"],
+        convergence={"energy": settings["convergence_energy_eV_per_electron"],
+                     "forces": settings["convergence_forces_eV_per_A"]},
+        txt=None,
+    )
+
+
+@dataclass
+class Labeller:
+    """A reference calculator by name: ``make(atoms)`` returns a fresh ASE calculator for one
+    structure (k-points may depend on the cell); ``provenance`` is written into every labelled frame."""
+
+    name: str
+    version: str
+    settings: Dict[str, Any]
+    make: Callable[[Any], Any] = field(repr=False)
+
+    @property
+    def provenance(self) -> Dict[str, Any]:
+        return {"calculator": self.name, "calculator_version": self.version,
+                "calculator_settings": json.dumps(self.settings, sort_keys=True)}
+
+    @property
+    def is_writer(self) -> bool:
+        """Whether this process writes results: every process computes, only MPI rank 0 of a GPAW run
+        writes."""
+        if self.name != "gpaw":
+            return True
+        from gpaw.mpi import world
+
+        return world.rank == 0
+
+
+def _version(module: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(module)
+    except Exception:  # a module that is not an installed distribution
+        return str(getattr(importlib.import_module(module), "__version__", "unknown"))
+
+
+def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
+    """The :class:`Labeller` named by ``spec`` (``emt``, ``gpaw`` or ``package.module:Class``), with
+    keyword ``settings`` (for ``gpaw``: overrides of :data:`GPAW_PBE_SETTINGS`; for a class: its
+    constructor's keywords). ValueError naming the problem for an unknown name or setting."""
+    settings = dict(settings or {})
+    if spec == "emt":
+        if settings:
+            raise ValueError(f"the emt calculator takes no settings, got {', '.join(sorted(settings))}")
+        from ase.calculators.emt import EMT
+
+        return Labeller("emt", _version("ase"), {}, lambda atoms: EMT())
+    if spec == "gpaw":
+        unknown = sorted(set(settings) - set(GPAW_PBE_SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown gpaw setting(s) {', '.join(unknown)}; "
+                             f"accepted: {', '.join(GPAW_PBE_SETTINGS)}")
+        from mlip.extras import require
+
+        require("gpaw", "dft", "labelling with GPAW")
+        full = {**GPAW_PBE_SETTINGS, **settings}
+        return Labeller("gpaw", _version("gpaw"), full, lambda atoms: _gpaw_calculator(atoms, full))
+    if spec.count(":") == 1 and all(spec.split(":")):
+        module_name, attr = spec.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ValueError(f"calculator {spec!r}: cannot import module {module_name!r} ({err})") from None
+        cls = getattr(module, attr, None)
+        if not isinstance(cls, type):
+            raise ValueError(f"calculator {spec!r}: module {module_name!r} has no class {attr!r}")
+        try:
+            cls(**settings)
+        except TypeError as err:
+            raise ValueError(f"calculator {spec!r} does not accept the settings {settings}: {err}") from None
+        return Labeller(spec, _version(module_name.split(".")[0]), settings, lambda atoms: cls(**settings))
+    raise ValueError(f"unknown calculator {spec!r}: give emt, gpaw or an ASE calculator class as "
+                     "'package.module:Class'")
+
+
+def structure_id(atoms) -> str:
+    """The structure's ``info["id"]``, or a hash of its numbers, positions, cell and periodicity (so a
+    file reordered or extended later keeps its labels)."""
+    if "id" in atoms.info:
+        return str(atoms.info["id"])
+    digest = hashlib.sha1()
+    for array in (atoms.numbers.astype(np.int64), np.round(atoms.positions, 8), np.round(atoms.cell.array, 8),
+                  atoms.pbc.astype(np.int8)):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return "s-" + digest.hexdigest()[:16]
+
+
+def label_atoms(atoms, calculator) -> Dict[str, Any]:
+    """Energy (force-consistent where the calculator has it), forces and, for a structure periodic in
+    three directions, stress (ASE's sign, Voigt order, eV/Å³) of ``atoms`` by ``calculator``."""
+    from ase.calculators.calculator import PropertyNotImplementedError
+
+    atoms = atoms.copy()
+    atoms.calc = calculator
+    t0 = time.perf_counter()
+    forces = np.asarray(atoms.get_forces(), dtype=float)
+    try:
+        energy = float(atoms.get_potential_energy(force_consistent=True))
+    except PropertyNotImplementedError:
+        energy = float(atoms.get_potential_energy())
+    record: Dict[str, Any] = {"energy": energy, "forces": forces.tolist()}
+    if atoms.pbc.all():
+        record["stress"] = np.asarray(atoms.get_stress(voigt=True), dtype=float).tolist()
+    if not math.isfinite(energy) or not np.all(np.isfinite(forces)):
+        raise RuntimeError("the calculator returned non-finite labels")
+    record["wall_time_s"] = time.perf_counter() - t0
+    return record
+
+
+def label_structures(structures: Sequence, labeller: Labeller, out_dir: Union[str, Path],
+                     n_shards: Optional[int] = None, shard_index: Optional[int] = None,
+                     progress: bool = True) -> Dict[str, int]:
+    """Label this process's share of ``structures`` into ``out_dir/results`` (resumable; see the module
+    docstring). Returns :func:`mlip.workflows.sharding.run_sharded`'s counts."""
+    items = [(structure_id(atoms), atoms) for atoms in structures]
+    provenance = labeller.provenance
+
+    def compute(item_id: str, atoms) -> Dict[str, Any]:
+        return {**label_atoms(atoms, labeller.make(atoms)), **provenance}
+
+    costs = [float(len(atoms)) ** 2 for atoms in structures]
+    return run_sharded(items, compute, out_dir, costs=costs, n_shards=n_shards, shard_index=shard_index,
+                       progress=progress and labeller.is_writer, desc="labelling", write=labeller.is_writer)
+
+
+def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[str, Path]
+                   ) -> Tuple[int, List[Tuple[str, str]], List[str]]:
+    """Write the labelled ``structures`` (those with a result in ``out_dir``) to the extxyz file
+    ``path``, atomically, in the order given: labels under :data:`LABEL_KEYS`, provenance
+    (``calculator``, ``calculator_version``, ``calculator_settings``, ``label_wall_time_s``) and the
+    structure's own info in each frame. Returns (frames written, [(id, error)] of failed structures,
+    [ids] not labelled yet)."""
+    from ase.io import write
+
+    from mlip.io import atomic_write
+
+    results = load_results(out_dir)
+    frames, failed, missing = [], [], []
+    for atoms in structures:
+        item_id = structure_id(atoms)
+        record = results.get(item_id)
+        if record is None:
+            missing.append(item_id)
+            continue
+        if record.get("failed"):
+            failed.append((item_id, str(record.get("error", "unknown error"))))
+            continue
+        frame = atoms.copy()
+        frame.calc = None
+        frame.info = {**atoms.info, "id": item_id}
+        frame.info[LABEL_KEYS["energy"]] = float(record["energy"])
+        frame.arrays[LABEL_KEYS["forces"]] = np.asarray(record["forces"], dtype=float).reshape(len(frame), 3)
+        if "stress" in record:
+            frame.info[LABEL_KEYS["stress"]] = np.asarray(record["stress"], dtype=float)
+        for key in ("calculator", "calculator_version", "calculator_settings"):
+            frame.info[key] = record[key]
+        frame.info["label_wall_time_s"] = float(record.get("wall_time_s", float("nan")))
+        frames.append(frame)
+    atomic_write(path, lambda tmp: write(tmp, frames, format="extxyz"))
+    return len(frames), failed, missing
+
+
+__all__ = ["GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller", "kpoint_mesh", "label_atoms", "label_structures",
+           "labeller", "structure_id", "write_labelled"]

@@ -1,0 +1,128 @@
+"""mlip.workflows.labelling: reference labels for structures, sharded, resumable, with provenance."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from ase.build import bulk, fcc111
+from ase.calculators.emt import EMT
+
+from mlip.data import read_dataset
+from mlip.testing import emt_cells
+from mlip.workflows.labelling import (GPAW_PBE_SETTINGS, kpoint_mesh, label_structures, labeller, structure_id,
+                                      write_labelled)
+from mlip.workflows.sharding import result_path
+
+
+def test_kpoint_mesh_follows_the_reciprocal_lattice_and_skips_vacuum():
+    cubic = bulk("Cu", "fcc", a=4.0, cubic=True)  # |b| = 2π/4 Å⁻¹ = 1.5708: 2.5 · 1.5708 = 3.93 → 4
+    assert kpoint_mesh(cubic, 2.5) == (4, 4, 4)
+    long = cubic.repeat((1, 1, 3))  # |b_z| = 2π/12: 2.5 · 0.5236 = 1.31 → 2
+    assert kpoint_mesh(long, 2.5) == (4, 4, 2)
+    slab = fcc111("Cu", (1, 1, 3), vacuum=6.0)
+    assert slab.pbc.tolist() == [True, True, False]
+    assert kpoint_mesh(slab, 2.5)[2] == 1
+    molecule = bulk("Cu").copy()
+    molecule.pbc = False
+    assert kpoint_mesh(molecule, 2.5) == (1, 1, 1)
+    with pytest.raises(ValueError, match="positive"):
+        kpoint_mesh(cubic, 0)
+
+
+def test_emt_labels_round_trip_through_the_dataset_reader(tmp_path):
+    cells = emt_cells(4, seed=3, label=False)
+    for k, atoms in enumerate(cells):
+        atoms.info["id"] = f"cell-{k}"
+        atoms.info["config_type"] = "rattled"
+    counts = label_structures(cells, labeller("emt"), tmp_path / "run", progress=False)
+    assert counts["computed"] == 4 and counts["failed"] == 0
+    n, failed, missing = write_labelled(cells, tmp_path / "run", tmp_path / "labelled.xyz")
+    assert (n, failed, missing) == (4, [], [])
+    samples = read_dataset(tmp_path / "labelled.xyz")
+    for atoms, sample in zip(cells, samples):
+        ref = atoms.copy()
+        ref.calc = EMT()
+        assert sample.energy == pytest.approx(ref.get_potential_energy(), abs=1e-10)
+        assert np.allclose(sample.forces, ref.get_forces(), atol=1e-10)
+        assert np.allclose(sample.stress, ref.get_stress(voigt=True), atol=1e-10)
+    from ase.io import read
+
+    frames = read(tmp_path / "labelled.xyz", ":")
+    assert [f.info["id"] for f in frames] == [f"cell-{k}" for k in range(4)]
+    for frame in frames:
+        assert frame.info["calculator"] == "emt" and frame.info["config_type"] == "rattled"
+        assert frame.info["calculator_version"] and json.loads(frame.info["calculator_settings"]) == {}
+        assert math.isfinite(frame.info["label_wall_time_s"])
+
+
+def test_a_rerun_computes_only_what_is_missing(tmp_path):
+    cells = emt_cells(3, seed=1, label=False)
+    run = tmp_path / "run"
+    assert label_structures(cells, labeller("emt"), run, progress=False)["computed"] == 3
+    result_path(run, structure_id(cells[1])).unlink()  # as if killed while labelling it
+    counts = label_structures(cells, labeller("emt"), run, progress=False)
+    assert (counts["skipped"], counts["computed"]) == (2, 1)
+    # shards split the work and together cover it
+    other = tmp_path / "sharded"
+    done = [label_structures(cells, labeller("emt"), other, n_shards=2, shard_index=k, progress=False)["computed"]
+            for k in range(2)]
+    assert sorted(done) == [1, 2]
+    assert write_labelled(cells, other, tmp_path / "all.xyz")[0] == 3
+
+
+class FailsOnGold(EMT):
+    """EMT that fails like an SCF that does not converge, for structures holding gold."""
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=()):
+        if 79 in atoms.numbers:
+            raise RuntimeError("SCF did not converge")
+        super().calculate(atoms, properties, system_changes)
+
+
+class NoSettings(EMT):
+    def __init__(self):
+        super().__init__()
+
+
+def test_failures_are_recorded_and_reported_not_dropped(tmp_path):
+    cells = [bulk("Cu", "fcc", a=3.6, cubic=True), bulk("Au", "fcc", a=4.08, cubic=True)]
+    counts = label_structures(cells, labeller(f"{__name__}:FailsOnGold"), tmp_path / "run", progress=False)
+    assert counts["failed"] == 1
+    n, failed, missing = write_labelled(cells + [bulk("Ag", "fcc", a=4.1)], tmp_path / "run", tmp_path / "out.xyz")
+    assert n == 1 and missing == [structure_id(bulk("Ag", "fcc", a=4.1))]
+    assert failed[0][0] == structure_id(cells[1]) and "SCF did not converge" in failed[0][1]
+
+
+def test_structure_ids_are_stable_and_distinct():
+    a, b = bulk("Cu", "fcc", a=3.6), bulk("Cu", "fcc", a=3.61)
+    assert structure_id(a) == structure_id(a.copy()) != structure_id(b)
+    a.info["id"] = "mine"
+    assert structure_id(a) == "mine"
+
+
+def test_bad_calculator_names_and_settings_are_one_line_errors():
+    with pytest.raises(ValueError, match="unknown calculator 'vasp'"):
+        labeller("vasp")
+    with pytest.raises(ValueError, match="takes no settings"):
+        labeller("emt", {"cutoff": 3})
+    with pytest.raises(ValueError, match="unknown gpaw setting.*ecut"):
+        labeller("gpaw", {"ecut": 300})
+    with pytest.raises(ValueError, match="has no class 'Nope'"):
+        labeller("ase.calculators.emt:Nope")
+    with pytest.raises(ValueError, match="does not accept the settings"):
+        labeller(f"{__name__}:NoSettings", {"bogus": 1})
+
+
+def test_gpaw_labels_with_the_dataset_settings(tmp_path):
+    pytest.importorskip("gpaw", reason="GPAW is the optional extra 'dft'")
+    si = bulk("Si", "diamond", a=5.47)
+    # cheaper settings than the dataset's, to keep the test short; the provenance records them
+    lab = labeller("gpaw", {"ecut_eV": 200.0, "kpoint_density_per_inv_A": 1.0})
+    assert lab.settings["xc"] == GPAW_PBE_SETTINGS["xc"] and lab.settings["ecut_eV"] == 200.0
+    assert label_structures([si], lab, tmp_path / "run", progress=False)["computed"] == 1
+    write_labelled([si], tmp_path / "run", tmp_path / "si.xyz")
+    sample = read_dataset(tmp_path / "si.xyz")[0]
+    assert abs(sample.forces).max() < 1e-3  # diamond: forces vanish by symmetry
+    assert sample.stress[3:] == pytest.approx([0, 0, 0], abs=1e-5) and sample.stress[0] == pytest.approx(
+        sample.stress[1], abs=1e-7)
