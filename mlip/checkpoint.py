@@ -16,6 +16,7 @@ from typing import Union
 import torch
 
 from mlip.io import atomic_write
+from mlip.nn.log_densities import rename_legacy_keys
 from mlip.potential import Potential
 from mlip.version import __version__
 
@@ -127,7 +128,8 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
             f"(shipped models: {', '.join(pretrained.available()) or 'none'})"
         )
     header = read_header(path)
-    tensors = _load_file(path)
+    # tensors of the layout before the building blocks were modules of their own get their new names
+    tensors = rename_legacy_keys(_load_file(path))
     try:
         # A hyperparameter added after the checkpoint was written takes the value that reproduces it
         # (the architecture's LEGACY_HYPERPARAMETERS), not the default a new model gets.

@@ -11,7 +11,7 @@ from torch import nn
 from mlip.elements import to_atomic_numbers, to_symbols
 from mlip.graph import AtomicGraph, edge_vectors, vector_times_matrix
 from mlip.repulsion import build_repulsion
-from mlip.scatter import scatter_sum
+from mlip.nn import scatter_sum
 
 MAX_Z = 119
 

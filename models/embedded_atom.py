@@ -11,11 +11,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.embedded_atom import EmbeddedAtomEnergy
+from mlip.nn import EmbeddedAtomEnergy
 
 
 class EmbeddedAtomModel(nn.Module):
-    """Per-atom energies E_i = :class:`mlip.embedded_atom.EmbeddedAtomEnergy` (a learned function of
+    """Per-atom energies E_i = :class:`mlip.nn.EmbeddedAtomEnergy` (a learned function of
     atom i's element and its element-resolved neighbour densities), with the model interface of
     :mod:`mlip.models`.
 
@@ -23,7 +23,7 @@ class EmbeddedAtomModel(nn.Module):
         num_species: number of elements.
         cutoff: r_c (Å).
         num_radial, num_densities, hidden, envelope_exponent, avg_neighbors, log_densities: those of
-            :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`; the defaults are the term's inside the
+            :class:`~mlip.nn.EmbeddedAtomEnergy`; the defaults are the term's inside the
             transformers, which ``init_embedded_atom_from`` needs.
     """
 

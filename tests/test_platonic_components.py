@@ -8,7 +8,7 @@ import torch
 
 from mlip.models.platonic import GroupLinear, get_group
 from mlip.models.platonic.rope import frame_vectors
-from mlip.radial import PolynomialEnvelope
+from mlip.nn import PolynomialEnvelope
 
 GROUPS = ["tetrahedral", "octahedral", "icosahedral"]
 
@@ -140,7 +140,7 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
     import mlip
     from mlip.graph import edge_vectors
     from mlip.models.platonic import NeighbourDensityEmbedding
-    from mlip.radial import BesselBasis
+    from mlip.nn import BesselBasis
 
     cutoff, R = 4.5, 5
     species = ["Cu", "Au", "Ni"]
@@ -182,7 +182,7 @@ def test_logarithmic_neighbour_densities_follow_their_definition():
     import mlip
     from mlip.graph import edge_vectors
     from mlip.models.platonic import NeighbourDensityEmbedding
-    from mlip.radial import BesselBasis
+    from mlip.nn import BesselBasis
 
     cutoff, R, S = 4.5, 5, 3
     species = ["Cu", "Au", "Ni"]
@@ -207,11 +207,11 @@ def test_logarithmic_neighbour_densities_follow_their_definition():
         positive[a, int(index[b])] += torch.exp(-rates * (r - 2.5)) * env(r)
     linear = layer.linear(layer.densities(index, graph.edge_index, radial) / 10.0)
     for i in range(len(atoms)):
-        v = torch.nn.functional.softplus(layer.log_density_weights[int(index[i])])  # [S·8, 6]
+        v = torch.nn.functional.softplus(layer.log_density.weights[int(index[i])])  # [S·8, 6]
         sigma = positive[i].reshape(-1) @ v / 10.0
         assert (sigma > 0).all()
         u = torch.log1p(sigma / 1e-4) / math.log(1e4)
-        torch.testing.assert_close(out[i], linear[i] + layer.log_density_in(u), rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(out[i], linear[i] + layer.log_density.linear(u), rtol=1e-12, atol=1e-14)
     # in the crystal the logarithmic part U · u is not negligible; an atom alone has u = 0, so none
     assert (out - linear).abs().max() > 0.05
     lone = mlip.batch_atoms([Atoms("Au", positions=[[0, 0, 0]])], cutoff, dtype=torch.float64)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.envelope_softmax import envelope_exp
 from mlip.kernels.escn_rotation import gather_rotate, rotate_scatter
-from mlip.scatter import scatter_sum
+from mlip.nn import envelope_exp, scatter_sum
 from .activations import EdgeGate, EdgeSwiGLUS2, smooth_leaky_relu
 from .radial_mlp import EdgeMLP
 from .so2_linear import SO2Linear
@@ -21,7 +20,7 @@ def smooth_cutoff_softmax(
 
     The envelope w (C² at the cutoff) multiplies the numerator twice and the denominator once, so
     an edge crossing the cutoff enters both with zero value, slope and curvature: no other weight
-    renormalises with a jump. The shift m_i (detached, :func:`mlip.envelope_softmax.envelope_exp`)
+    renormalises with a jump. The shift m_i (detached, :func:`mlip.nn.envelope_exp`)
     cancels exactly.
     Shapes: logits [E, H], envelope [E], centre [E] → [E, H].
     """

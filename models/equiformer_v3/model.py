@@ -7,9 +7,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import add_log_density_parameters, log_densities, transformer_term
-from mlip.radial import GaussianBasis, PolynomialEnvelope
+from mlip.nn import GaussianBasis, LogDensities, PolynomialEnvelope, edges_within, resolve_attention_cutoff
+from mlip.nn.embedded_atom import transformer_term
 from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
 
 from .attention import EdgeAttention
@@ -73,10 +72,10 @@ class EquiformerV3(nn.Module):
         norm: ``"merged"`` (paper) or ``"separate"`` per-degree layer norm (ablation).
         envelope_exponent: p of the polynomial cutoff envelope (5: C²).
         softmax_eps: ε in the smooth-cutoff softmax denominator.
-        embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
+        embedded_atom: add an :class:`mlip.nn.EmbeddedAtomEnergy` term (a learned function
             of element-resolved neighbour densities) to each atom's energy (off in the paper).
         embedded_atom_log_densities: the term also sees its logarithmic positive densities
-            (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
+            (``log_densities`` of :class:`~mlip.nn.EmbeddedAtomEnergy`); needs ``embedded_atom``.
         attention_cutoff: radius (Å) of the edge-degree embedding and attention, at most ``cutoff``;
             ``None`` means ``cutoff``. With ``embedded_atom`` or ``log_density_embedding`` on, a
             smaller value lets their cheap per-atom sums reach further than the SO(2) convolutions,
@@ -84,7 +83,7 @@ class EquiformerV3(nn.Module):
             to ``cutoff``, attention uses only the edges shorter than ``attention_cutoff`` (its envelope
             and radial basis end there, so the energy stays smooth).
         log_density_embedding: add U · u_i to every atom's initial l = 0 features, u_i [D] the positive
-            exponential neighbour densities of :func:`mlip.embedded_atom.log_densities` on a logarithmic
+            exponential neighbour densities of :func:`mlip.nn.log_densities` on a logarithmic
             scale (over every edge of the graph, to ``cutoff``, with an envelope that ends there; U a
             bias-free D → C map; off in the paper). The edge-degree embedding already gives the l = 0
             channels linear sums over the neighbours; EMT's energy is a function of the logarithm of
@@ -175,7 +174,8 @@ class EquiformerV3(nn.Module):
                 raise ValueError(f"log_density_embedding needs num_log_densities >= 1 and avg_neighbors > 0, "
                                  f"got {num_log_densities} and {avg_neighbors}")
             self.avg_neighbors = float(avg_neighbors)
-            add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
+            #: the logarithmic densities and their map U to the l = 0 channels
+            self.log_density = LogDensities(self.num_species, int(num_log_densities), channels, self.avg_neighbors)
             # the densities' envelope ends at the graph's cutoff
             self.log_density_envelope = PolynomialEnvelope(self.cutoff, envelope_exponent)
 
@@ -208,9 +208,7 @@ class EquiformerV3(nn.Module):
         scalars = self.embedding(species).to(dtype)  # [N, C], the l = 0 features
         if self.log_density_embedding:
             length = edge_vectors.norm(dim=-1)
-            u = log_densities(species, edge_index, length, self.log_density_envelope(length), self.log_rates,
-                              self.log_density_weights, self.num_species, self.avg_neighbors)  # [N, D]
-            scalars = scalars + self.log_density_in(u)
+            scalars = scalars + self.log_density(species, edge_index, length, self.log_density_envelope(length))
         if self.attention_cutoff < self.cutoff:
             edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         rbf, envelope, wigner = self.edge_features(edge_vectors)

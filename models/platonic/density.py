@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.embedded_atom import add_log_density_parameters, element_resolved_sums, log_densities
+from mlip.nn import LogDensities, element_resolved_sums
 
 
 class NeighbourDensityEmbedding(nn.Module):
@@ -21,7 +21,7 @@ class NeighbourDensityEmbedding(nn.Module):
     to the element embedding before the lift over frames keeps the model G-equivariant.
 
     With ``log_densities`` it adds U · u_i, u_i [D] the positive exponential densities of
-    :func:`mlip.embedded_atom.log_densities` on a logarithmic scale (D = ``num_log_densities``, U a
+    :class:`mlip.nn.LogDensities` on a logarithmic scale (D = ``num_log_densities``, U a
     bias-free D → C map): between a dimer and a bulk atom such a density varies by orders of
     magnitude, and EMT's energy is a function of its logarithm, so on the linear sums alone every
     low-coordinated atom sits in a sliver near 0.
@@ -38,7 +38,8 @@ class NeighbourDensityEmbedding(nn.Module):
         self.linear = nn.Linear(self.num_species * self.num_radial, channels, bias=False)
         self.log_densities = bool(log_densities)
         if self.log_densities:
-            add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
+            #: the logarithmic densities and their map to the C channels
+            self.log_density = LogDensities(self.num_species, int(num_log_densities), channels, self.avg_neighbors)
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, no self edges), radial [E, R] → [N, S·R] (unscaled sums)."""
@@ -52,9 +53,7 @@ class NeighbourDensityEmbedding(nn.Module):
         if self.log_densities:
             if length is None or envelope is None:
                 raise ValueError("the logarithmic densities need the edge lengths and their envelope")
-            u = log_densities(species, edge_index, length, envelope, self.log_rates, self.log_density_weights,
-                              self.num_species, self.avg_neighbors)
-            x = x + self.log_density_in(u)
+            x = x + self.log_density(species, edge_index, length, envelope)
         return x
 
     def extra_repr(self) -> str:

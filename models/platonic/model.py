@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import transformer_term
-from mlip.radial import BesselBasis, PolynomialEnvelope, safe_length
+from mlip.nn import BesselBasis, PolynomialEnvelope, edges_within, resolve_attention_cutoff, safe_length
+from mlip.nn.embedded_atom import transformer_term
 
 from .attention import FrameAttention
 from .block import PlatonicBlock
@@ -63,11 +62,11 @@ class PlatonicTransformer(nn.Module):
             as ``"aligned"`` (:attr:`LEGACY_HYPERPARAMETERS`).
         radial_values: filter the attention values by a learned function of the edge length
             (see :class:`FrameAttention`); otherwise distance enters only the attention weights.
-        embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
+        embedded_atom: add an :class:`mlip.nn.EmbeddedAtomEnergy` term (a learned function
             of element-resolved neighbour densities, over every edge to ``cutoff``) to each atom's
             energy; exactly invariant under every rotation, so it leaves less for the frames to learn.
         embedded_atom_log_densities: the term also sees its logarithmic positive densities
-            (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
+            (``log_densities`` of :class:`~mlip.nn.EmbeddedAtomEnergy`); needs ``embedded_atom``.
         density_log_densities: the density embedding also adds such densities on a logarithmic scale
             (``log_densities`` of :class:`NeighbourDensityEmbedding`), inside the network rather than as
             a separate energy term; needs ``density``.

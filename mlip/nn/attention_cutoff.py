@@ -1,5 +1,5 @@
-"""A radius of attention shorter than the neighbour graph's cutoff, for the models whose cheap per-atom
-sums (neighbour densities, the embedded-atom term) reach further than their attention."""
+"""A radius of attention shorter than the neighbor graph's cutoff, for the models whose cheap per-atom
+sums (neighbor densities, the embedded-atom term) reach further than their attention."""
 
 from __future__ import annotations
 
