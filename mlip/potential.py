@@ -22,7 +22,7 @@ class Potential(nn.Module):
     Per-atom energy  E_i = scale · model_i + E_ref[Z_i] (+ the short-range repulsion's share
     E_rep,i when one is declared);  total energy E = Σ_i E_i per structure;
     with ``isolated_reference`` the reference energies are isolated-atom energies and the model's
-    own output for an atom with no neighbours is subtracted,  E_i = E_ref[Z_i] + scale · (model_i −
+    own output for an atom with no neighbors is subtracted,  E_i = E_ref[Z_i] + scale · (model_i −
     model_iso[Z_i]),  so an isolated atom has exactly its reference energy (the dissociation limit)
     whatever the weights (only per-element constants change: forces and stress are the same);
     forces F = −∂E/∂r; stress σ = (1/V) ∂E/∂ε for a symmetric strain ε applied to positions *and*
@@ -35,7 +35,7 @@ class Potential(nn.Module):
     Args:
         model: the energy model (an ``nn.Module``).
         species: chemical symbols or atomic numbers the model was built for (fixes embedding order).
-        cutoff: neighbour-list cutoff radius (Å).
+        cutoff: neighbor-list cutoff radius (Å).
         architecture: registered architecture name, used by checkpoints to rebuild the model.
         hyperparameters: the keyword arguments that rebuild ``model`` with ``create_model``.
         reference_energies: per-element reference energies (eV), in ``species`` order; default zeros.
@@ -88,7 +88,7 @@ class Potential(nn.Module):
 
     def set_repulsion(self, spec) -> None:
         """Declare the short-range repulsion term (:func:`mlip.repulsion.build_repulsion`'s ``spec``;
-        ``None`` removes it). It must lie within the cutoff, where the neighbour list reaches."""
+        ``None`` removes it). It must lie within the cutoff, where the neighbor list reaches."""
         term = build_repulsion(spec, self.atomic_numbers.tolist())
         if term is not None and term.max_range() > self.cutoff:
             raise ValueError(f"the repulsion term reaches {term.max_range():.2f} Å, "
@@ -121,7 +121,7 @@ class Potential(nn.Module):
 
     # ------------------------------------------------------------------ evaluation
     def isolated_model_energies(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        """The model's per-atom output [n_species] for one atom of each species with no neighbours
+        """The model's per-atom output [n_species] for one atom of each species with no neighbors
         (a graph of n_species single-atom structures and no edges); differentiable in the weights."""
         n = len(self.atomic_numbers)
         device = self.atomic_numbers.device

@@ -87,7 +87,7 @@ def create_model(
     Args:
         name: architecture (see :func:`available_architectures`).
         species: elements the potential handles (symbols or atomic numbers), in embedding order.
-        cutoff: neighbour cutoff (Å).
+        cutoff: neighbor cutoff (Å).
         reference_energies: per-element energies (eV) added to every atom, in ``species`` order.
         scale: factor on the model's per-atom output (eV).
         seed: if given, initialise the weights from this seed (same seed → same weights).

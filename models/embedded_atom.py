@@ -16,7 +16,7 @@ from mlip.nn import EmbeddedAtomEnergy
 
 class EmbeddedAtomModel(nn.Module):
     """Per-atom energies E_i = :class:`mlip.nn.EmbeddedAtomEnergy` (a learned function of
-    atom i's element and its element-resolved neighbour densities), with the model interface of
+    atom i's element and its element-resolved neighbor densities), with the model interface of
     :mod:`mlip.models`.
 
     Args:

@@ -139,7 +139,7 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
 
     import mlip
     from mlip.graph import edge_vectors
-    from mlip.models.platonic import NeighbourDensityEmbedding
+    from mlip.models.platonic import NeighborDensityEmbedding
     from mlip.nn import BesselBasis
 
     cutoff, R = 4.5, 5
@@ -152,7 +152,7 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
     length = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts).norm(dim=-1)
     ii, jj, dd = neighbor_list("ijd", atoms, cutoff)
     env, basis = PolynomialEnvelope(cutoff), BesselBasis(cutoff, R)
-    layer = NeighbourDensityEmbedding(len(species), R, channels=4, avg_neighbors=10.0).double()
+    layer = NeighborDensityEmbedding(len(species), R, channels=4, avg_neighbors=10.0).double()
     radial = basis(length) * env(length).unsqueeze(-1)
     got = layer.densities(index, graph.edge_index, radial)
 
@@ -181,7 +181,7 @@ def test_logarithmic_neighbour_densities_follow_their_definition():
 
     import mlip
     from mlip.graph import edge_vectors
-    from mlip.models.platonic import NeighbourDensityEmbedding
+    from mlip.models.platonic import NeighborDensityEmbedding
     from mlip.nn import BesselBasis
 
     cutoff, R, S = 4.5, 5, 3
@@ -194,7 +194,7 @@ def test_logarithmic_neighbour_densities_follow_their_definition():
     index = torch.tensor([species.index(s) for s in atoms.get_chemical_symbols()])
     length = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts).norm(dim=-1)
     env, basis = PolynomialEnvelope(cutoff), BesselBasis(cutoff, R)
-    layer = NeighbourDensityEmbedding(S, R, channels=4, avg_neighbors=10.0, log_densities=True,
+    layer = NeighborDensityEmbedding(S, R, channels=4, avg_neighbors=10.0, log_densities=True,
                                       num_log_densities=6).double()
     radial = basis(length) * env(length).unsqueeze(-1)
     out = layer(index, graph.edge_index, radial, length, env(length))

@@ -38,7 +38,7 @@ class EdgeAttention(nn.Module):
     3. logits z^h = a_h · SmoothLeakyReLU(LayerNorm(scalars[H, A])), one softmax per head with the
        smooth cutoff inside (:func:`smooth_cutoff_softmax`);
     4. SwiGLU-S² (or gate) → SO2Linear h → H·V, each head scaled by α^h;
-    5. rotate back, sum over neighbours, SO3Linear H·V → C.
+    5. rotate back, sum over neighbors, SO3Linear H·V → C.
 
     Shapes: x [N, K, C] → [N, K, C].
     """
@@ -90,7 +90,7 @@ class EdgeAttention(nn.Module):
         envelope: torch.Tensor,
         wigner: torch.Tensor,
     ) -> torch.Tensor:
-        """x [N, K, C]; edge_index [2, E] (centre i, neighbour j); species [N]; rbf [E, R];
+        """x [N, K, C]; edge_index [2, E] (centre i, neighbor j); species [N]; rbf [E, R];
         envelope [E]; wigner [E, K_M, K] (edge frame, m-primary rows) → [N, K, C]."""
         i, j = edge_index[0], edge_index[1]
         n, e = x.shape[0], i.shape[0]

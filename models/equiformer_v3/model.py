@@ -47,14 +47,14 @@ class EquiformerV3(nn.Module):
     * the m-truncated inverse rotation is the plain transpose, without the reference's rescaling
       of degrees l > mmax by √((2l+1)/(2mmax+1)) (a per-degree constant that only matters for loading
       the reference's checkpoints, which is not a goal);
-    * no 300-nearest-neighbour cap: every neighbour inside the cutoff counts, so the energy stays
+    * no 300-nearest-neighbor cap: every neighbor inside the cutoff counts, so the energy stays
       smooth (the cap is a discontinuity);
     * element embeddings are indexed by position in the potential's species list, not by Z;
     * dropout and drop-path are left to the training pipeline (the grad fine-tuning runs use none).
 
     Args:
         num_species: number of elements the potential handles.
-        cutoff: radius of the neighbour graph (Å).
+        cutoff: radius of the neighbor graph (Å).
         lmax, mmax: highest degree L of node features and highest order M kept in edge frames.
         channels: C, channels per (l, m) component.
         num_layers: transformer blocks.
@@ -73,20 +73,20 @@ class EquiformerV3(nn.Module):
         envelope_exponent: p of the polynomial cutoff envelope (5: C²).
         softmax_eps: ε in the smooth-cutoff softmax denominator.
         embedded_atom: add an :class:`mlip.nn.EmbeddedAtomEnergy` term (a learned function
-            of element-resolved neighbour densities) to each atom's energy (off in the paper).
+            of element-resolved neighbor densities) to each atom's energy (off in the paper).
         embedded_atom_log_densities: the term also sees its logarithmic positive densities
             (``log_densities`` of :class:`~mlip.nn.EmbeddedAtomEnergy`); needs ``embedded_atom``.
         attention_cutoff: radius (Å) of the edge-degree embedding and attention, at most ``cutoff``;
             ``None`` means ``cutoff``. With ``embedded_atom`` or ``log_density_embedding`` on, a
             smaller value lets their cheap per-atom sums reach further than the SO(2) convolutions,
-            whose cost is per edge: the neighbour graph, the term and the logarithmic densities extend
+            whose cost is per edge: the neighbor graph, the term and the logarithmic densities extend
             to ``cutoff``, attention uses only the edges shorter than ``attention_cutoff`` (its envelope
             and radial basis end there, so the energy stays smooth).
         log_density_embedding: add U · u_i to every atom's initial l = 0 features, u_i [D] the positive
-            exponential neighbour densities of :func:`mlip.nn.log_densities` on a logarithmic
+            exponential neighbor densities of :func:`mlip.nn.log_densities` on a logarithmic
             scale (over every edge of the graph, to ``cutoff``, with an envelope that ends there; U a
             bias-free D → C map; off in the paper). The edge-degree embedding already gives the l = 0
-            channels linear sums over the neighbours; EMT's energy is a function of the logarithm of
+            channels linear sums over the neighbors; EMT's energy is a function of the logarithm of
             such a density, which varies by orders of magnitude between a dimer and a bulk atom.
             Rotation invariant, so the model stays equivariant.
         num_log_densities: D of ``log_density_embedding``.
@@ -198,7 +198,7 @@ class EquiformerV3(nn.Module):
         batch: torch.Tensor,
         n_graphs: int,
     ) -> torch.Tensor:
-        """species [N] embedding indices, edge_index [2, E] (centre i ← neighbour j),
+        """species [N] embedding indices, edge_index [2, E] (centre i ← neighbor j),
         edge_vectors [E, 3] (r_j − r_i + shift) → per-atom energies [N]."""
         n = species.shape[0]
         dtype = edge_vectors.dtype

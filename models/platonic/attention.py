@@ -1,4 +1,4 @@
-"""Frame attention over the neighbour graph: softmax (one per frame and head) or linear."""
+"""Frame attention over the neighbor graph: softmax (one per frame and head) or linear."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .rope import FrameRoPE
 
 
 class FrameAttention(nn.Module):
-    """Attention of atom i over its neighbours j (self edge included), independently in every frame.
+    """Attention of atom i over its neighbors j (self edge included), independently in every frame.
 
     For edge e = (i ← j), frame g and head h, with θ from :class:`FrameRoPE`:
 

@@ -1,4 +1,4 @@
-"""Neighbour-density embedding: how many neighbours of which element sit at which distances."""
+"""Neighbor-density embedding: how many neighbors of which element sit at which distances."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from torch import nn
 from mlip.nn import LogDensities, element_resolved_sums
 
 
-class NeighbourDensityEmbedding(nn.Module):
+class NeighborDensityEmbedding(nn.Module):
     """Per-atom invariant ρ_i = W · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) B(r_ij)) / n_avg → [N, C].
 
-    Softmax attention normalises its weights over the neighbours, so the number of neighbours
+    Softmax attention normalises its weights over the neighbors, so the number of neighbors
     reaches an atom only indirectly (through the weight of its self edge against the others), yet
     the energy of a metal depends first of all on that coordination (EAM/EMT embed the atom in
     Σ_j ρ(r_ij)). This sum carries it: a radial basis B [R] (already times the envelope φ, so
-    each term enters and leaves smoothly at the cutoff) summed separately for each neighbour
+    each term enters and leaves smoothly at the cutoff) summed separately for each neighbor
     element, then one linear map (no bias) to the C channels.
     ``avg_neighbors`` only divides the sum to keep it O(1). It is rotation invariant, so adding it
     to the element embedding before the lift over frames keeps the model G-equivariant.

@@ -10,7 +10,7 @@ from mlip.nn.embedded_atom import transformer_term
 
 from .attention import FrameAttention
 from .block import PlatonicBlock
-from .density import NeighbourDensityEmbedding
+from .density import NeighborDensityEmbedding
 from .group_linear import GroupLinear
 from .groups import get_group
 from .orientation import ORIENTATIONS, orientation_matrix
@@ -24,8 +24,8 @@ class PlatonicTransformer(nn.Module):
     per frame R_g. All linear maps are group convolutions (:class:`GroupLinear`), so features
     permute among frames when the input is rotated by an element of G. Geometry enters only
     through frame RoPE of relative edge vectors (periodic shift included) and a radial bias, inside
-    attention restricted to the neighbour graph with a smooth envelope (and, optionally, a
-    distance filter on the attention values and a rotation-invariant neighbour density added to
+    attention restricted to the neighbor graph with a smooth envelope (and, optionally, a
+    distance filter on the attention values and a rotation-invariant neighbor density added to
     the element embedding). The per-atom energy is
     the mean over frames of a per-frame readout, so the energy is *exactly* invariant to G,
     translations and permutations, and only approximately to other rotations. The group may be turned
@@ -34,7 +34,7 @@ class PlatonicTransformer(nn.Module):
 
     Args:
         num_species: size of the element embedding.
-        cutoff: radius of the neighbour graph (Å).
+        cutoff: radius of the neighbor graph (Å).
         group: ``"tetrahedral"`` (12), ``"octahedral"`` (24) or ``"icosahedral"`` (60).
         channels: feature channels per frame C (total width G·C).
         num_layers: number of transformer blocks.
@@ -46,13 +46,13 @@ class PlatonicTransformer(nn.Module):
         attention: ``"softmax"`` or ``"linear"``.
         use_key: learned keys (otherwise k ≡ 1).
         envelope_exponent: p of the polynomial cutoff envelope.
-        density: add a :class:`NeighbourDensityEmbedding` (element-resolved sums of the enveloped
-            radial basis over the neighbours) to the element embedding, so that the model sees
+        density: add a :class:`NeighborDensityEmbedding` (element-resolved sums of the enveloped
+            radial basis over the neighbors) to the element embedding, so that the model sees
             coordination directly (normalised softmax attention passes it on only indirectly).
         avg_neighbors: the number that divides those sums.
         attention_cutoff: radius of attention (Å), at most ``cutoff``; ``None`` means ``cutoff``. With
             ``density`` on, a smaller value lets the cheap density sums reach further than attention:
-            the neighbour graph (and the density embedding, with its own basis and envelope) extends to
+            the neighbor graph (and the density embedding, with its own basis and envelope) extends to
             ``cutoff``, while attention, whose cost is per edge and frame, uses only the edges shorter
             than ``attention_cutoff`` (its envelope vanishes there, so the energy stays smooth).
         orientation: where the group points, ``"generic"`` (a fixed rotation R₀ unrelated to crystal
@@ -63,12 +63,12 @@ class PlatonicTransformer(nn.Module):
         radial_values: filter the attention values by a learned function of the edge length
             (see :class:`FrameAttention`); otherwise distance enters only the attention weights.
         embedded_atom: add an :class:`mlip.nn.EmbeddedAtomEnergy` term (a learned function
-            of element-resolved neighbour densities, over every edge to ``cutoff``) to each atom's
+            of element-resolved neighbor densities, over every edge to ``cutoff``) to each atom's
             energy; exactly invariant under every rotation, so it leaves less for the frames to learn.
         embedded_atom_log_densities: the term also sees its logarithmic positive densities
             (``log_densities`` of :class:`~mlip.nn.EmbeddedAtomEnergy`); needs ``embedded_atom``.
         density_log_densities: the density embedding also adds such densities on a logarithmic scale
-            (``log_densities`` of :class:`NeighbourDensityEmbedding`), inside the network rather than as
+            (``log_densities`` of :class:`NeighborDensityEmbedding`), inside the network rather than as
             a separate energy term; needs ``density``.
     """
 
@@ -113,7 +113,7 @@ class PlatonicTransformer(nn.Module):
         self.radial = BesselBasis(self.attention_cutoff, num_radial)
         if density_log_densities and not density:
             raise ValueError("density_log_densities needs density: true")
-        self.density = (NeighbourDensityEmbedding(num_species, num_radial, channels, avg_neighbors,
+        self.density = (NeighborDensityEmbedding(num_species, num_radial, channels, avg_neighbors,
                                                   log_densities=density_log_densities) if density else None)
         if attention_cutoff is None:  # one basis and envelope for both
             self.density_envelope, self.density_radial = None, None
