@@ -243,16 +243,15 @@ def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_t
     from mlip.nn import EmbeddedAtomEnergy
 
     kwargs = dict(species=["Cu", "Au"], lmax=2, mmax=1, channels=8, num_layers=1, num_heads=2, num_radial=6,
-                  embedded_atom=True, seed=5)
+                  terms={"embedded_atom": {}}, seed=5)
     plain = create_model("equiformer_v3", cutoff=4.5, **kwargs).double()
     same = create_model("equiformer_v3", cutoff=4.5, attention_cutoff=4.5, **kwargs).double()
     reach = create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **kwargs).double()
     assert reach.model.attention_cutoff == 3.5 and reach.model.envelope.cutoff == 3.5
-    short = create_model("equiformer_v3", cutoff=3.5, **{**kwargs, "embedded_atom": False}).double()
-    own = {k: v for k, v in reach.model.state_dict().items() if not k.startswith("embedded_atom.")}
-    short.model.load_state_dict(own)
+    short = create_model("equiformer_v3", cutoff=3.5, **{**kwargs, "terms": None}).double()
+    short.model.load_state_dict(reach.model.state_dict())
     term = EmbeddedAtomEnergy(2, 4.5).double()
-    term.load_state_dict(reach.model.embedded_atom.state_dict())
+    term.load_state_dict(reach.terms["embedded_atom"].state_dict())
 
     atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
     atoms.symbols[[1, 3]] = "Au"
@@ -267,13 +266,13 @@ def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_t
                 return model(species, g.edge_index, vec)
             return model(species, g.edge_index, vec, g.batch, 1)
 
-    torch.testing.assert_close(per_atom(reach.model, 4.5), per_atom(short.model, 3.5) + per_atom(term, 4.5),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(per_atom(reach.model_energies, 4.5),
+                               per_atom(short.model, 3.5) + per_atom(term, 4.5), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(per_atom(same.model, 4.5), per_atom(plain.model, 4.5), rtol=0, atol=0)
     with pytest.raises(ValueError, match="attention_cutoff"):
         create_model("equiformer_v3", cutoff=4.5, attention_cutoff=5.0, **kwargs)
-    with pytest.raises(ValueError, match="embedded_atom=True or log_density_embedding=True"):
-        create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **{**kwargs, "embedded_atom": False})
+    with pytest.raises(ValueError, match=r"log_density_embedding=True or an energy term \(terms\)"):
+        create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **{**kwargs, "terms": None})
 
 
 @pytest.mark.parametrize("attention_cutoff", [None, 3.5])

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from mlip.nn import (LOG_CENTRE, LOG_EPSILON, LOG_RATES, BesselBasis, GaussianBasis, LogDensities,
-                     PolynomialEnvelope, edges_within, element_resolved_sums, envelope_exp, resolve_attention_cutoff,
-                     safe_length, scatter_max, scatter_sum)
+                     PolynomialEnvelope, edges_within, element_resolved_sums, envelope_exp,
+                     require_edges_beyond_attention, resolve_attention_cutoff, safe_length, scatter_max,
+                     scatter_sum)
 
 
 def test_safe_length_is_the_norm_and_has_a_zero_gradient_at_zero():
@@ -141,10 +142,12 @@ def test_attention_cutoff_keeps_the_shorter_edges_and_refuses_what_is_useless():
     vectors = torch.tensor([[1.0, 0, 0], [0, 2.9, 0], [0, 0, 3.0], [2.0, 2.0, 2.0]], dtype=torch.float64)
     kept_index, kept_vectors = edges_within(edge_index, vectors, 3.0)
     assert kept_index.tolist() == [[0, 1], [1, 0]] and kept_vectors.tolist() == vectors[:2].tolist()
-    assert resolve_attention_cutoff(None, 4.0, False, "x") is None
-    assert resolve_attention_cutoff(4.0, 4.0, False, "x") is None
-    assert resolve_attention_cutoff(3, 4.0, True, "x") == 3.0
+    assert resolve_attention_cutoff(None, 4.0) is None
+    assert resolve_attention_cutoff(4.0, 4.0) is None
+    assert resolve_attention_cutoff(3, 4.0) == 3.0
     with pytest.raises(ValueError, match="attention_cutoff must lie in"):
-        resolve_attention_cutoff(4.5, 4.0, True, "x")
+        resolve_attention_cutoff(4.5, 4.0)
+    require_edges_beyond_attention(4.0, 4.0, False, "x")
+    require_edges_beyond_attention(3.0, 4.0, True, "x")
     with pytest.raises(ValueError, match="useful only with density=True"):
-        resolve_attention_cutoff(3.0, 4.0, False, "density=True")
+        require_edges_beyond_attention(3.0, 4.0, False, "density=True")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 
@@ -99,13 +97,3 @@ class EmbeddedAtomEnergy(nn.Module):
     def extra_repr(self) -> str:
         return (f"species={self.num_species}, radial={self.num_radial}, avg_neighbors={self.avg_neighbors}, "
                 f"log_densities={self.log_densities}")
-
-
-def transformer_term(num_species: int, cutoff: float, embedded_atom: bool,
-                     log_densities: bool) -> Optional[EmbeddedAtomEnergy]:
-    """The term a transformer adds with its options ``embedded_atom`` and ``embedded_atom_log_densities``
-    (otherwise the defaults, which ``init_embedded_atom_from`` relies on), or ``None``; ValueError for
-    log densities without the term."""
-    if log_densities and not embedded_atom:
-        raise ValueError("embedded_atom_log_densities needs embedded_atom: true")
-    return EmbeddedAtomEnergy(num_species, cutoff, log_densities=log_densities) if embedded_atom else None
