@@ -442,7 +442,7 @@ def test_freeze_embedded_atom_trains_the_network_and_leaves_the_term(tmp_path, s
                        freeze_embedded_atom=True, optimizer=dict(lr=5e-3, ema_decay=0.0)),
                 samples[:16], samples[32:], progress=False)
     fitted, trained = mlip.load_potential(first.last), mlip.load_potential(run.last)
-    fitted_term = fitted.terms["embedded_atom"].state_dict()
+    fitted_term = fitted.model.embedded_atom.state_dict()  # the embedded_atom architecture
     for name, value in trained.terms["embedded_atom"].state_dict().items():
         assert torch.equal(value, fitted_term[name]), name
     assert any(p.abs().max() > 0 for p in trained.model.final_readout().parameters())
