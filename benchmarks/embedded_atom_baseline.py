@@ -4,7 +4,7 @@
         [--minutes 20] [--epochs 40] [--lr 0.01] [--cutoff 6.0] [--[no-]log-densities] [--out embedded-atom-run/]
 
 Trains the ``embedded_atom`` architecture (:class:`mlip.models.embedded_atom.EmbeddedAtomModel`: nothing
-but :class:`mlip.embedded_atom.EmbeddedAtomEnergy`, E_i = MLP(Z_i, element-resolved neighbour densities),
+but :class:`mlip.nn.EmbeddedAtomEnergy`, E_i = MLP(Z_i, element-resolved neighbour densities),
 the embedded-atom form; ASE's EMT is itself a function of two such densities per atom) with the settings of
 ``examples/recipes/platonic-emt/stage1.yaml``, the first stage of the shipped ``platonic-emt`` (the stage-1
 loss: energy 5, forces 10, stress 3, squared error; isolated-atom reference energies; AdamW with warm-up

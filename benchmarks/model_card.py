@@ -94,7 +94,7 @@ def rotation_spread(potential, samples, n_rotations: int = 8, seed: int = 0) -> 
 
 
 def embedded_atom_share(weights: Path, samples) -> dict | None:
-    """What the network adds to its embedded-atom term (float64), for a model with ``embedded_atom``:
+    """What the network adds to its embedded-atom term (float64), for a model with the term (``terms``):
     the same weights with the final readout zeroed (``model.final_readout()``, the layer that
     ``init_embedded_atom_from`` zeroes) leave the term alone, as trained inside the model. Returns the
     mean absolute change of the energy (meV/atom) and of the force components (meV/Å) over ``samples``,
@@ -104,7 +104,7 @@ def embedded_atom_share(weights: Path, samples) -> dict | None:
     from mlip.training.samples import atoms_of
 
     full = load_potential(weights)
-    if getattr(full.model, "embedded_atom", None) is None or not hasattr(full.model, "final_readout"):
+    if "embedded_atom" not in full.terms or not hasattr(full.model, "final_readout"):
         return None  # no term, or nothing but the term (the embedded_atom architecture)
     term = load_potential(weights)
     with torch.no_grad():

@@ -22,7 +22,7 @@ from typing import Dict, Tuple
 
 import torch
 
-from mlip.scatter import scatter_sum
+from mlip.nn import scatter_sum
 from mlip.so3.m_layout import degrees, degrees_m_primary, num_truncated_coefficients
 
 _MASKS: Dict[Tuple[int, int, torch.dtype, torch.device], torch.Tensor] = {}

@@ -20,9 +20,9 @@ from mlip.potential import Potential
 from mlip.version import __version__
 
 FORMAT = "mlip-checkpoint"
-#: 2 adds ``isolated_reference``, 3 ``repulsion``; a file is written with the lowest version that describes it
-#: (older packages read the files they can evaluate correctly and refuse the others)
-FORMAT_VERSION = 3
+#: 2 adds ``isolated_reference``, 3 ``repulsion``, 4 ``terms``; a file is written with the lowest version that
+#: describes it (older packages read the files they can evaluate correctly and refuse the others)
+FORMAT_VERSION = 4
 HEADER_KEY = "mlip"
 
 
@@ -34,7 +34,8 @@ def checkpoint_header(potential: Potential) -> dict:
     """The JSON header describing ``potential``."""
     header = {
         "format": FORMAT,
-        "format_version": 3 if potential.repulsion is not None else 2 if potential.isolated_reference else 1,
+        "format_version": (4 if potential.term_specs else 3 if potential.repulsion is not None
+                           else 2 if potential.isolated_reference else 1),
         "package_version": __version__,
         "architecture": potential.architecture,
         "hyperparameters": potential.hyperparameters,
@@ -50,6 +51,8 @@ def checkpoint_header(potential: Potential) -> dict:
         header["isolated_reference"] = True
     if potential.repulsion is not None:  # the same for the repulsion term: version 3
         header["repulsion"] = potential.repulsion.config()
+    if potential.term_specs:  # the same for the learned terms: version 4
+        header["terms"] = potential.term_specs
     return header
 
 
@@ -117,6 +120,7 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
     """
     from mlip import pretrained
     from mlip.models import create_model, get_architecture
+    from mlip.models.legacy import upgrade_checkpoint
 
     if isinstance(path_or_name, str) and not os.path.exists(path_or_name) and pretrained.is_known(path_or_name):
         return pretrained.load(path_or_name)
@@ -132,6 +136,8 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
         # A hyperparameter added after the checkpoint was written takes the value that reproduces it
         # (the architecture's LEGACY_HYPERPARAMETERS), not the default a new model gets.
         legacy = getattr(get_architecture(header["architecture"]), "LEGACY_HYPERPARAMETERS", {})
+        # a file of an earlier layout (the embedded-atom term inside the network) in the present one
+        hyperparameters, terms, tensors = upgrade_checkpoint(header["hyperparameters"], header.get("terms"), tensors)
         potential = create_model(
             header["architecture"],
             species=header["species"],
@@ -139,7 +145,8 @@ def load_potential(path_or_name: Union[str, Path]) -> Potential:
             reference_energies=header["reference_energies"],
             scale=header["scale"],
             repulsion=header.get("repulsion"),  # written before the term existed: none
-            **{**legacy, **header["hyperparameters"]},
+            terms=terms,
+            **{**legacy, **hyperparameters},
         )
     except (ValueError, TypeError) as err:
         raise CheckpointError(f"{path}: cannot rebuild the model described by the header: {err}") from None

@@ -1,5 +1,6 @@
-"""The potential: an energy model plus per-element reference energies, with forces and stress
-obtained by automatic differentiation of the total energy (a conservative force field)."""
+"""The potential: an energy model (the network) plus its declared terms (learned energy terms, a
+short-range repulsion) and per-element reference energies, with forces and stress obtained by
+automatic differentiation of the total energy (a conservative force field)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from torch import nn
 from mlip.elements import to_atomic_numbers, to_symbols
 from mlip.graph import AtomicGraph, edge_vectors, vector_times_matrix
 from mlip.repulsion import build_repulsion
-from mlip.scatter import scatter_sum
+from mlip.terms import build_terms, term_specs
+from mlip.nn import scatter_sum
 
 MAX_Z = 119
 
@@ -20,22 +22,25 @@ class Potential(nn.Module):
     """Wraps an energy model into a potential energy surface.
 
     Per-atom energy  E_i = scale · model_i + E_ref[Z_i] (+ the short-range repulsion's share
-    E_rep,i when one is declared);  total energy E = Σ_i E_i per structure;
+    E_rep,i when one is declared), with model_i = network_i + Σ_t term_t,i the network's output plus
+    the declared learned terms (:mod:`mlip.terms`);  total energy E = Σ_i E_i per structure;
     with ``isolated_reference`` the reference energies are isolated-atom energies and the model's
-    own output for an atom with no neighbours is subtracted,  E_i = E_ref[Z_i] + scale · (model_i −
+    own output for an atom with no neighbors is subtracted,  E_i = E_ref[Z_i] + scale · (model_i −
     model_iso[Z_i]),  so an isolated atom has exactly its reference energy (the dissociation limit)
     whatever the weights (only per-element constants change: forces and stress are the same);
     forces F = −∂E/∂r; stress σ = (1/V) ∂E/∂ε for a symmetric strain ε applied to positions *and*
     cell before edge vectors are formed (ASE sign convention, eV/Å³, Voigt order xx yy zz yz xz xy).
 
-    The wrapped ``model`` is called as ``model(species, edge_index, edge_vectors, batch, n_graphs)``
-    with ``species`` [n_atoms] indices into ``species`` (not atomic numbers), and returns per-atom
-    model energies [n_atoms]. Edge vectors carry the gradient to positions and strain.
+    The wrapped ``model`` (the interface of :mod:`mlip.models.base`) is called as
+    ``model(species, edge_index, edge_vectors, batch, n_graphs)`` with ``species`` [n_atoms] indices
+    into ``species`` (not atomic numbers), and returns per-atom energies [n_atoms]; each term as
+    ``term(species, edge_index, edge_vectors)`` → [n_atoms]. Edge vectors carry the gradient to
+    positions and strain.
 
     Args:
         model: the energy model (an ``nn.Module``).
         species: chemical symbols or atomic numbers the model was built for (fixes embedding order).
-        cutoff: neighbour-list cutoff radius (Å).
+        cutoff: neighbor-list cutoff radius (Å).
         architecture: registered architecture name, used by checkpoints to rebuild the model.
         hyperparameters: the keyword arguments that rebuild ``model`` with ``create_model``.
         reference_energies: per-element reference energies (eV), in ``species`` order; default zeros.
@@ -45,6 +50,8 @@ class Potential(nn.Module):
         repulsion: a declared short-range repulsion term (:func:`mlip.repulsion.build_repulsion`:
             ``"zbl"``, a mapping with its switch radii, or ``None`` for none), added to the model's
             energy whatever its weights, so atoms pushed together repel.
+        terms: the learned energy terms added to the network's output (:func:`mlip.terms.term_specs`'s
+            declaration, e.g. ``{"embedded_atom": {"log_densities": True}}``; ``None`` for none).
     """
 
     def __init__(
@@ -59,6 +66,7 @@ class Potential(nn.Module):
         metadata: Optional[dict] = None,
         isolated_reference: bool = False,
         repulsion=None,
+        terms=None,
     ):
         super().__init__()
         numbers = to_atomic_numbers(species)
@@ -85,10 +93,14 @@ class Potential(nn.Module):
         self._isolated_cache: Optional[tuple] = None  # (key, model_iso) for frozen weights
         self.repulsion = None
         self.set_repulsion(repulsion)
+        #: the full declaration of the learned terms, {name: {argument: value}} (stored in checkpoints)
+        self.term_specs = term_specs(terms)
+        #: the learned term modules by name, in declaration order (inside ``scale``, like the network)
+        self.terms = build_terms(self.term_specs, len(numbers), self.cutoff)
 
     def set_repulsion(self, spec) -> None:
         """Declare the short-range repulsion term (:func:`mlip.repulsion.build_repulsion`'s ``spec``;
-        ``None`` removes it). It must lie within the cutoff, where the neighbour list reaches."""
+        ``None`` removes it). It must lie within the cutoff, where the neighbor list reaches."""
         term = build_repulsion(spec, self.atomic_numbers.tolist())
         if term is not None and term.max_range() > self.cutoff:
             raise ValueError(f"the repulsion term reaches {term.max_range():.2f} Å, "
@@ -120,14 +132,28 @@ class Potential(nn.Module):
         return idx
 
     # ------------------------------------------------------------------ evaluation
+    def model_energies(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor,
+                       batch: torch.Tensor, n_graphs: int) -> torch.Tensor:
+        """model_i [N] = network_i + Σ_t term_t,i (terms added in declaration order), the output that
+        ``scale`` multiplies; arguments as the model's.
+
+        The terms are evaluated before the network: the order in which their gradients accumulate into
+        the edge vectors (and so the forces and stress, to the last bit) is that of the checkpoints
+        written when the term sat inside the network, which evaluated it first."""
+        term_energies = [term(species, edge_index, edge_vectors) for term in self.terms.values()]
+        energies = self.model(species, edge_index, edge_vectors, batch, n_graphs)
+        for term_energy in term_energies:
+            energies = energies + term_energy
+        return energies
+
     def isolated_model_energies(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        """The model's per-atom output [n_species] for one atom of each species with no neighbours
-        (a graph of n_species single-atom structures and no edges); differentiable in the weights."""
+        """:meth:`model_energies` [n_species] for one atom of each species with no neighbors (a graph
+        of n_species single-atom structures and no edges); differentiable in the weights."""
         n = len(self.atomic_numbers)
         device = self.atomic_numbers.device
         index = torch.arange(n, device=device)
         no_edges = torch.zeros((2, 0), dtype=torch.int64, device=device)
-        return self.model(index, no_edges, torch.zeros((0, 3), dtype=dtype, device=device), index, n)
+        return self.model_energies(index, no_edges, torch.zeros((0, 3), dtype=dtype, device=device), index, n)
 
     def _weights_state(self) -> tuple:
         """Identity, storage and in-place version of every parameter and buffer: changes whenever
@@ -141,8 +167,8 @@ class Potential(nn.Module):
         When a gradient with respect to the weights can be taken (grad mode on and some parameter
         requiring it: training) it is recomputed on every call, so it stays in the graph. Otherwise
         (a calculator, whose copy of the weights is frozen, or ``torch.no_grad``) it is computed
-        once per state of the weights: one forward pass fewer per call, 12–20 % of the time of a
-        4-atom call with the shipped EquiformerV3 (benchmarks/isolated_reference_cost.py)."""
+        once per state of the weights: one forward pass fewer per call, which matters for small
+        structures (benchmarks/isolated_reference_cost.py measures it)."""
         if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
             return self.isolated_model_energies(dtype)
         key = (dtype, self.atomic_numbers.device, self._weights_state())
@@ -192,7 +218,7 @@ class Potential(nn.Module):
                 positions = positions + vector_times_matrix(positions, sym, graph.batch)
                 cell = cell + torch.bmm(cell, sym)
             vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
-            model_energy = self.model(species, graph.edge_index, vec, graph.batch, n_graphs)
+            model_energy = self.model_energies(species, graph.edge_index, vec, graph.batch, n_graphs)
             energies = model_energy * self.scale.to(dtype) + self.per_element_offsets(dtype)[species]
             if self.repulsion is not None:
                 energies = energies + self.repulsion(species, graph.edge_index, vec)

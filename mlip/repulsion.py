@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 
 import torch
 from mlip.derived_constants import DerivedConstants
-from mlip.radial import safe_length
+from mlip.nn import safe_length
 
 #: e²/(4π ε₀) in eV·Å
 COULOMB_EV_ANGSTROM = 14.399645478425668

@@ -15,6 +15,8 @@ from typing import Any, Dict, Optional, Sequence
 import torch
 
 from mlip.keys import expected_type, matches_type, type_error_message, unknown_keys_message
+from mlip.models.base import check_energy_model
+from mlip.nn.attention_cutoff import require_edges_beyond_attention
 from mlip.potential import Potential
 
 _REGISTRY: Dict[str, str] = {
@@ -24,9 +26,14 @@ _REGISTRY: Dict[str, str] = {
 }
 
 
+_CHECKED: Dict[str, Any] = {}  # name → the class, once checked against the interface
+
+
 def register_architecture(name: str, target: str) -> None:
-    """Register an energy-model class (``"package.module:Class"``) under ``name``."""
+    """Register an energy-model class (``"package.module:Class"``, the interface of
+    :mod:`mlip.models.base`, checked when it is first used) under ``name``."""
     _REGISTRY[name] = target
+    _CHECKED.pop(name, None)
 
 
 def available_architectures() -> list:
@@ -35,11 +42,16 @@ def available_architectures() -> list:
 
 
 def get_architecture(name: str):
-    """The energy-model class registered under ``name``; ValueError for unknown names."""
+    """The energy-model class registered under ``name``; ValueError for unknown names, TypeError for a
+    class without the interface of :mod:`mlip.models.base` (naming what it lacks)."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown architecture {name!r}; available: {', '.join(available_architectures())}")
-    module, attr = _REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    if name not in _CHECKED:
+        module, attr = _REGISTRY[name].split(":")
+        cls = getattr(importlib.import_module(module), attr)
+        check_energy_model(cls, name)
+        _CHECKED[name] = cls
+    return _CHECKED[name]
 
 
 def default_hyperparameters(name: str) -> dict:
@@ -80,6 +92,7 @@ def create_model(
     scale: float = 1.0,
     seed: Optional[int] = None,
     repulsion="zbl",
+    terms=None,
     **hyperparameters,
 ) -> Potential:
     """Build a :class:`mlip.Potential` around a freshly initialised model.
@@ -87,13 +100,15 @@ def create_model(
     Args:
         name: architecture (see :func:`available_architectures`).
         species: elements the potential handles (symbols or atomic numbers), in embedding order.
-        cutoff: neighbour cutoff (Å).
+        cutoff: neighbor cutoff (Å).
         reference_energies: per-element energies (eV) added to every atom, in ``species`` order.
         scale: factor on the model's per-atom output (eV).
         seed: if given, initialise the weights from this seed (same seed → same weights).
         repulsion: the short-range repulsion term added to every model (``"zbl"``: the switched
             ZBL screened nuclear repulsion of :mod:`mlip.repulsion`; a mapping ``{kind: zbl, inner:
             ..., outer: ...}`` for other switch radii; ``None`` for none).
+        terms: learned energy terms added to the network's output (:mod:`mlip.terms`), e.g.
+            ``{"embedded_atom": {"log_densities": True}}``; ``None`` for none.
         **hyperparameters: architecture hyperparameters; unknown names and values of the wrong
             type raise ``TypeError`` (see :func:`check_hyperparameters`).
     """
@@ -103,22 +118,24 @@ def create_model(
     hp = {**defaults, **hyperparameters}
     cls = get_architecture(name)
     species = list(species)
-    if seed is not None:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
-            model = cls(num_species=len(species), cutoff=float(cutoff), **hp)
-    else:
+
+    def build() -> Potential:
         model = cls(num_species=len(species), cutoff=float(cutoff), **hp)
-    return Potential(
-        model,
-        species=species,
-        cutoff=float(cutoff),
-        architecture=name,
-        hyperparameters=hp,
-        reference_energies=reference_energies,
-        scale=scale,
-        repulsion=repulsion,
-    )
+        potential = Potential(model, species=species, cutoff=float(cutoff), architecture=name,
+                              hyperparameters=hp, reference_energies=reference_energies, scale=scale,
+                              repulsion=repulsion, terms=terms)
+        # a radius of attention shorter than the cutoff needs something that uses the edges beyond it
+        option = getattr(model, "FAR_EDGES_OPTION", None)
+        require_edges_beyond_attention(getattr(model, "attention_cutoff", float(cutoff)), float(cutoff),
+                                       getattr(model, "uses_far_edges", False) or len(potential.terms) > 0,
+                                       f"{option} or an energy term (terms)" if option else "an energy term (terms)")
+        return potential
+
+    if seed is None:
+        return build()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        return build()
 
 
 def load_model_config(path) -> dict:

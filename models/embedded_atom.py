@@ -1,30 +1,30 @@
 """The embedded-atom term on its own, as an architecture (``embedded_atom``).
 
 A baseline for the two transformers, and the first stage of their recipes on metals: trained alone
-(cheap: about 13 s per epoch of the EMT data on one thread), it is then carried into a transformer
-with ``embedded_atom: true`` by the training option ``init_embedded_atom_from``
-(:class:`mlip.training.TrainConfig`), which trains the transformer on top of the fitted term.
+(cheap), it is then carried into a transformer that declares the term (``terms: {embedded_atom: ...}``)
+by the training option ``init_embedded_atom_from`` (:class:`mlip.training.TrainConfig`), which trains
+the transformer on top of the fitted term.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from mlip.embedded_atom import EmbeddedAtomEnergy
+from mlip.models.base import EnergyModel
+from mlip.nn import EmbeddedAtomEnergy
 
 
-class EmbeddedAtomModel(nn.Module):
-    """Per-atom energies E_i = :class:`mlip.embedded_atom.EmbeddedAtomEnergy` (a learned function of
-    atom i's element and its element-resolved neighbour densities), with the model interface of
+class EmbeddedAtomModel(EnergyModel):
+    """Per-atom energies E_i = :class:`mlip.nn.EmbeddedAtomEnergy` (a learned function of
+    atom i's element and its element-resolved neighbor densities), with the model interface of
     :mod:`mlip.models`.
 
     Args:
         num_species: number of elements.
         cutoff: r_c (Å).
         num_radial, num_densities, hidden, envelope_exponent, avg_neighbors, log_densities: those of
-            :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`; the defaults are the term's inside the
-            transformers, which ``init_embedded_atom_from`` needs.
+            :class:`~mlip.nn.EmbeddedAtomEnergy`; ``init_embedded_atom_from`` needs the
+            same values as the term declared beside the transformer.
     """
 
     def __init__(self, num_species: int, cutoff: float, num_radial: int = 16, num_densities: int = 16,

@@ -43,7 +43,8 @@ ARCHITECTURES = {
     # density sums and the embedded-atom term to the cutoff (4 Å), attention only to 3 Å
     "platonic-density-reach": (
         dict(name="platonic", group="tetrahedral", channels=8, num_layers=1, num_heads=2, head_dim=4,
-             attention="softmax", density=True, avg_neighbors=8.0, attention_cutoff=3.0, embedded_atom=True),
+             attention="softmax", density=True, avg_neighbors=8.0, attention_cutoff=3.0,
+             terms={"embedded_atom": {}}),
         "group",
     ),
     "platonic-linear": (
@@ -62,8 +63,8 @@ ARCHITECTURES = {
     "equiformer-v3-gate-sepnorm": (
         dict(name="equiformer_v3", lmax=2, mmax=2, channels=4, num_layers=2, num_heads=2, alpha_channels=4,
              value_channels=2, attn_hidden_channels=4, ffn_hidden_channels=8, num_radial=6,
-             activation="gate", norm="separate", embedded_atom=True, attention_cutoff=3.0,
-             embedded_atom_log_densities=True, log_density_embedding=True, avg_neighbors=8.0),
+             activation="gate", norm="separate", attention_cutoff=3.0, terms={"embedded_atom": {"log_densities": True}},
+             log_density_embedding=True, avg_neighbors=8.0),
         "so3",
     ),
     # the term alone (the first stage of the shipped recipes) with its logarithmic densities; the

@@ -8,8 +8,7 @@ import torch
 from ase.build import bulk
 
 import mlip
-from mlip.embedded_atom import EmbeddedAtomEnergy
-from mlip.radial import BesselBasis, PolynomialEnvelope
+from mlip.nn import BesselBasis, EmbeddedAtomEnergy, PolynomialEnvelope
 
 CUTOFF = 4.0
 
@@ -60,10 +59,10 @@ def test_densities_and_energy_follow_the_definition(log_densities):
         expected = sums.reshape(-1) @ model.density_weights[z] / 4.0
         torch.testing.assert_close(rho[i], expected, rtol=1e-12, atol=1e-14)
         if log_densities:
-            sigma = positive.reshape(-1) @ torch.nn.functional.softplus(model.log_density_weights[z]) / 4.0
+            sigma = positive.reshape(-1) @ torch.nn.functional.softplus(model.log_density.weights[z]) / 4.0
             assert (sigma > 0).all()
             u = torch.log1p(sigma / 1e-4) / math.log(1e4)
-            hidden[i] = hidden[i] + model.log_density_in(u)
+            hidden[i] = hidden[i] + model.log_density.linear(u)
     energies = model(species, edge_index, vec)
     torch.testing.assert_close(energies, model.mlp(hidden).squeeze(-1), rtol=1e-12, atol=1e-14)
     # an atom alone: zero densities, the element's constant

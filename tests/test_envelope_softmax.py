@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from mlip.envelope_softmax import envelope_exp
-from mlip.radial import PolynomialEnvelope
+from mlip.nn import PolynomialEnvelope, envelope_exp
 
 
 @pytest.mark.parametrize("p", [3, 5, 7])

@@ -128,7 +128,7 @@ def test_feed_forward_is_equivariant(activation):
 def test_attention_layer_is_equivariant(activation):
     """Rotating positions and input features rotates the output features of one attention layer."""
     from mlip.models.equiformer_v3.attention import EdgeAttention
-    from mlip.radial import GaussianBasis, PolynomialEnvelope
+    from mlip.nn import GaussianBasis, PolynomialEnvelope
     from mlip.so3 import edge_rotation
 
     lmax, mmax, c, cutoff = 3, 2, 6, 3.0
@@ -240,19 +240,18 @@ def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_t
     density embedding (its far edges would reach nothing), is refused with a message naming it."""
     from ase.build import bulk
 
-    from mlip.embedded_atom import EmbeddedAtomEnergy
+    from mlip.nn import EmbeddedAtomEnergy
 
     kwargs = dict(species=["Cu", "Au"], lmax=2, mmax=1, channels=8, num_layers=1, num_heads=2, num_radial=6,
-                  embedded_atom=True, seed=5)
+                  terms={"embedded_atom": {}}, seed=5)
     plain = create_model("equiformer_v3", cutoff=4.5, **kwargs).double()
     same = create_model("equiformer_v3", cutoff=4.5, attention_cutoff=4.5, **kwargs).double()
     reach = create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **kwargs).double()
     assert reach.model.attention_cutoff == 3.5 and reach.model.envelope.cutoff == 3.5
-    short = create_model("equiformer_v3", cutoff=3.5, **{**kwargs, "embedded_atom": False}).double()
-    own = {k: v for k, v in reach.model.state_dict().items() if not k.startswith("embedded_atom.")}
-    short.model.load_state_dict(own)
+    short = create_model("equiformer_v3", cutoff=3.5, **{**kwargs, "terms": None}).double()
+    short.model.load_state_dict(reach.model.state_dict())
     term = EmbeddedAtomEnergy(2, 4.5).double()
-    term.load_state_dict(reach.model.embedded_atom.state_dict())
+    term.load_state_dict(reach.terms["embedded_atom"].state_dict())
 
     atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
     atoms.symbols[[1, 3]] = "Au"
@@ -267,13 +266,13 @@ def test_attention_cutoff_splits_the_model_into_a_short_transformer_and_a_long_t
                 return model(species, g.edge_index, vec)
             return model(species, g.edge_index, vec, g.batch, 1)
 
-    torch.testing.assert_close(per_atom(reach.model, 4.5), per_atom(short.model, 3.5) + per_atom(term, 4.5),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(per_atom(reach.model_energies, 4.5),
+                               per_atom(short.model, 3.5) + per_atom(term, 4.5), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(per_atom(same.model, 4.5), per_atom(plain.model, 4.5), rtol=0, atol=0)
     with pytest.raises(ValueError, match="attention_cutoff"):
         create_model("equiformer_v3", cutoff=4.5, attention_cutoff=5.0, **kwargs)
-    with pytest.raises(ValueError, match="embedded_atom=True or log_density_embedding=True"):
-        create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **{**kwargs, "embedded_atom": False})
+    with pytest.raises(ValueError, match=r"log_density_embedding=True or an energy term \(terms\)"):
+        create_model("equiformer_v3", cutoff=4.5, attention_cutoff=3.5, **{**kwargs, "terms": None})
 
 
 @pytest.mark.parametrize("attention_cutoff", [None, 3.5])
@@ -288,7 +287,7 @@ def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_sca
     from ase.build import bulk
     from ase.neighborlist import neighbor_list
 
-    from mlip.radial import PolynomialEnvelope
+    from mlip.nn import PolynomialEnvelope
 
     cutoff, S, D, C = 4.5, 3, 5, 8
     kwargs = dict(species=["Cu", "Au", "Ni"], lmax=2, mmax=1, channels=C, num_layers=1,
@@ -301,7 +300,7 @@ def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_sca
     assert with_log.model.attention_cutoff == (attention_cutoff or cutoff)
     assert with_log.num_parameters() == plain.num_parameters() + S * S * 8 * D + D * C
     missing, unexpected = plain.model.load_state_dict(with_log.model.state_dict(), strict=False)
-    assert not missing and sorted(unexpected) == ["log_density_in.weight", "log_density_weights"]
+    assert not missing and sorted(unexpected) == ["log_density.linear.weight", "log_density.weights"]
 
     atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
     atoms.symbols[[1, 3]] = "Au"
@@ -334,10 +333,10 @@ def test_log_density_embedding_adds_the_logarithmic_densities_to_the_initial_sca
     model = with_log.model
     with torch.no_grad():
         for i in range(len(atoms)):
-            v = torch.nn.functional.softplus(model.log_density_weights[int(species[i])])  # [S·8, D]
+            v = torch.nn.functional.softplus(model.log_density.weights[int(species[i])])  # [S·8, D]
             sigma = positive[i].reshape(-1) @ v / 10.0
             u = torch.log1p(sigma / 1e-4) / math.log(1e4)
-            torch.testing.assert_close(x_log[i, 0], x_plain[i, 0] + model.log_density_in(u), rtol=1e-12, atol=1e-13)
+            torch.testing.assert_close(x_log[i, 0], x_plain[i, 0] + model.log_density.linear(u), rtol=1e-12, atol=1e-13)
     assert torch.equal(x_log[:, 1:], x_plain[:, 1:])
     assert (x_log[:, 0] - x_plain[:, 0]).abs().max() > 0.05  # not negligible in a crystal
     assert (e_log - e_plain).abs().max() > 1e-6  # and it reaches the energy

@@ -100,7 +100,7 @@ def test_gather_rotate_reference_is_the_model_formula_bit_for_bit():
 
 
 def test_rotate_scatter_reference_is_the_model_formula_and_sums_sources():
-    from mlip.scatter import scatter_sum
+    from mlip.nn import scatter_sum
 
     x, w, index, msg = random_problem(3, 2, 7, 30, 5, 2, torch.float64)
     one = msg[:, :, :5]

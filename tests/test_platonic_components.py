@@ -8,7 +8,7 @@ import torch
 
 from mlip.models.platonic import GroupLinear, get_group
 from mlip.models.platonic.rope import frame_vectors
-from mlip.radial import PolynomialEnvelope
+from mlip.nn import PolynomialEnvelope
 
 GROUPS = ["tetrahedral", "octahedral", "icosahedral"]
 
@@ -139,8 +139,8 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
 
     import mlip
     from mlip.graph import edge_vectors
-    from mlip.models.platonic import NeighbourDensityEmbedding
-    from mlip.radial import BesselBasis
+    from mlip.models.platonic import NeighborDensityEmbedding
+    from mlip.nn import BesselBasis
 
     cutoff, R = 4.5, 5
     species = ["Cu", "Au", "Ni"]
@@ -152,7 +152,7 @@ def test_neighbour_density_matches_a_sum_over_an_ase_neighbour_list():
     length = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts).norm(dim=-1)
     ii, jj, dd = neighbor_list("ijd", atoms, cutoff)
     env, basis = PolynomialEnvelope(cutoff), BesselBasis(cutoff, R)
-    layer = NeighbourDensityEmbedding(len(species), R, channels=4, avg_neighbors=10.0).double()
+    layer = NeighborDensityEmbedding(len(species), R, channels=4, avg_neighbors=10.0).double()
     radial = basis(length) * env(length).unsqueeze(-1)
     got = layer.densities(index, graph.edge_index, radial)
 
@@ -181,8 +181,8 @@ def test_logarithmic_neighbour_densities_follow_their_definition():
 
     import mlip
     from mlip.graph import edge_vectors
-    from mlip.models.platonic import NeighbourDensityEmbedding
-    from mlip.radial import BesselBasis
+    from mlip.models.platonic import NeighborDensityEmbedding
+    from mlip.nn import BesselBasis
 
     cutoff, R, S = 4.5, 5, 3
     species = ["Cu", "Au", "Ni"]
@@ -194,7 +194,7 @@ def test_logarithmic_neighbour_densities_follow_their_definition():
     index = torch.tensor([species.index(s) for s in atoms.get_chemical_symbols()])
     length = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts).norm(dim=-1)
     env, basis = PolynomialEnvelope(cutoff), BesselBasis(cutoff, R)
-    layer = NeighbourDensityEmbedding(S, R, channels=4, avg_neighbors=10.0, log_densities=True,
+    layer = NeighborDensityEmbedding(S, R, channels=4, avg_neighbors=10.0, log_densities=True,
                                       num_log_densities=6).double()
     radial = basis(length) * env(length).unsqueeze(-1)
     out = layer(index, graph.edge_index, radial, length, env(length))
@@ -207,11 +207,11 @@ def test_logarithmic_neighbour_densities_follow_their_definition():
         positive[a, int(index[b])] += torch.exp(-rates * (r - 2.5)) * env(r)
     linear = layer.linear(layer.densities(index, graph.edge_index, radial) / 10.0)
     for i in range(len(atoms)):
-        v = torch.nn.functional.softplus(layer.log_density_weights[int(index[i])])  # [S·8, 6]
+        v = torch.nn.functional.softplus(layer.log_density.weights[int(index[i])])  # [S·8, 6]
         sigma = positive[i].reshape(-1) @ v / 10.0
         assert (sigma > 0).all()
         u = torch.log1p(sigma / 1e-4) / math.log(1e4)
-        torch.testing.assert_close(out[i], linear[i] + layer.log_density_in(u), rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(out[i], linear[i] + layer.log_density.linear(u), rtol=1e-12, atol=1e-14)
     # in the crystal the logarithmic part U · u is not negligible; an atom alone has u = 0, so none
     assert (out - linear).abs().max() > 0.05
     lone = mlip.batch_atoms([Atoms("Au", positions=[[0, 0, 0]])], cutoff, dtype=torch.float64)

@@ -55,9 +55,9 @@ def test_cast_to_float32_and_back_restores_derived_constants_exactly(arch):
     potential = build_potential(arch, dtype=None)
     constants = derived_constants(potential)
     cast = copy.deepcopy(potential)
-    # only the model and the repulsion term: the reference energies and scale are stored state,
-    # rounded like any weight
-    modules = [m for m in (cast.model, cast.repulsion) if m is not None]
+    # only the model, its learned terms and the repulsion term: the reference energies and scale are
+    # stored state, rounded like any weight
+    modules = [m for m in (cast.model, cast.terms, cast.repulsion) if m is not None]
     for module in modules:
         module.to(torch.float32)
     for name, value in derived_constants(cast).items():

@@ -405,14 +405,14 @@ def isolated(symbol):
 
 @pytest.mark.parametrize("arch", sorted(GROW_MODELS))
 def test_init_embedded_atom_from_starts_at_the_fitted_terms_energies(tmp_path, samples, arch):
-    """init_embedded_atom_from: a transformer with embedded_atom: true starts with exactly the energies,
+    """init_embedded_atom_from: a transformer with the embedded-atom term declared starts with exactly the energies,
     forces and stress (float64, to round-off) of the embedded_atom checkpoint it is given (its term, scale
     and references copied, its final readout zeroed); with a learning rate, that readout then trains."""
     log = arch == "equiformer_v3"  # one transformer takes the term with logarithmic densities, one without
     term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0, log_densities=log)
     first = train(config(tmp_path, "term", epochs=1, model=term, reference_energies="isolated_atoms"),
                   samples[:16] + [isolated("Cu"), isolated("Au")], samples[32:], progress=False)
-    model = dict(GROW_MODELS[arch], embedded_atom=True, embedded_atom_log_densities=log)
+    model = dict(GROW_MODELS[arch], terms={"embedded_atom": {"log_densities": log}})
     start = train(config(tmp_path, "start", epochs=1, model=model, init_embedded_atom_from=str(first.last),
                          optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:8], samples[32:], progress=False)
     a, b = mlip.load_potential(first.last), mlip.load_potential(start.last)
@@ -437,13 +437,13 @@ def test_freeze_embedded_atom_trains_the_network_and_leaves_the_term(tmp_path, s
     beside a term."""
     term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0, log_densities=True)
     first = train(config(tmp_path, "term", epochs=1, model=term), samples[:8], samples[32:], progress=False)
-    model = dict(GROW_MODELS["platonic"], embedded_atom=True, embedded_atom_log_densities=True)
+    model = dict(GROW_MODELS["platonic"], terms={"embedded_atom": {"log_densities": True}})
     run = train(config(tmp_path, "frozen", epochs=1, model=model, init_embedded_atom_from=str(first.last),
                        freeze_embedded_atom=True, optimizer=dict(lr=5e-3, ema_decay=0.0)),
                 samples[:16], samples[32:], progress=False)
     fitted, trained = mlip.load_potential(first.last), mlip.load_potential(run.last)
-    fitted_term = fitted.model.embedded_atom.state_dict()
-    for name, value in trained.model.embedded_atom.state_dict().items():
+    fitted_term = fitted.model.embedded_atom.state_dict()  # the embedded_atom architecture
+    for name, value in trained.terms["embedded_atom"].state_dict().items():
         assert torch.equal(value, fitted_term[name]), name
     assert any(p.abs().max() > 0 for p in trained.model.final_readout().parameters())
     for bad, message in ((GROW_MODELS["platonic"], "no embedded-atom term"), (term, "no embedded-atom term")):
@@ -456,7 +456,7 @@ def test_init_embedded_atom_from_refuses_what_does_not_fit(tmp_path, samples):
     term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0)
     first = train(config(tmp_path, "term", epochs=1, model=term), samples[:8], samples[32:], progress=False)
     plain = train(config(tmp_path, "plain", epochs=1), samples[:8], samples[32:], progress=False)
-    with_term = dict(GROW_MODELS["platonic"], embedded_atom=True)
+    with_term = dict(GROW_MODELS["platonic"], terms={"embedded_atom": {}})
     cases = [
         (dict(model=GROW_MODELS["platonic"], init_embedded_atom_from=str(first.last)), "no embedded-atom term"),
         (dict(model=with_term, init_embedded_atom_from=str(plain.last)), "embedded_atom architecture"),
@@ -479,7 +479,7 @@ def test_init_embedded_atom_from_refuses_what_does_not_fit(tmp_path, samples):
               samples[:8], samples[32:], progress=False)
     # a term without logarithmic densities into a model whose term has them, and the other way round
     with pytest.raises(ValueError, match="hyperparameters differ"):
-        train(config(tmp_path, "bad", epochs=1, model=dict(with_term, embedded_atom_log_densities=True),
+        train(config(tmp_path, "bad", epochs=1, model=dict(with_term, terms={"embedded_atom": {"log_densities": True}}),
                      init_embedded_atom_from=str(first.last)), samples[:8], samples[32:], progress=False)
     logged = train(config(tmp_path, "logged", epochs=1, model=dict(term, log_densities=True)), samples[:8],
                    samples[32:], progress=False)
@@ -512,7 +512,7 @@ def test_example_training_configs_parse_and_chain_their_stages():
         if c.init_embedded_atom_from:  # the term trained alone, same species and cutoff
             assert c.init_embedded_atom_from in best, (name, c.init_embedded_atom_from)
             term = best[c.init_embedded_atom_from].model
-            assert term["name"] == "embedded_atom" and c.model.get("embedded_atom") is True, name
+            assert term["name"] == "embedded_atom" and "embedded_atom" in c.model.get("terms", {}), name
             assert (term["species"], term["cutoff"]) == (c.model["species"], c.model["cutoff"]), name
 
 

@@ -98,13 +98,13 @@ class TrainConfig:
     #: blocks are copied and the extra ones are appended with their residual branches zeroed, so
     #: training starts exactly from the checkpoint's energies and forces
     init_grow: bool = False
-    #: start the model's embedded-atom term (``embedded_atom: true``) from a checkpoint of the
+    #: start the model's embedded-atom term (``terms: {embedded_atom: ...}``) from a checkpoint of the
     #: ``embedded_atom`` architecture with the same species and cutoff (the term trained alone, a
     #: recipe's first stage): its term, output scale and reference energies are copied and the model's
     #: final readout layer is zeroed, so training starts from exactly the fitted term's energies and
     #: trains the rest of the model on top of it. Not together with ``init_from``
     init_embedded_atom_from: Optional[str] = None
-    #: keep the model's embedded-atom term (``embedded_atom: true``) fixed and train the rest: with
+    #: keep the model's embedded-atom term (``terms: {embedded_atom: ...}``) fixed and train the rest: with
     #: ``init_embedded_atom_from`` the network then has to learn what the fitted term misses, which a
     #: trainable term, moving faster than a readout started at zero grows, would otherwise absorb
     freeze_embedded_atom: bool = False

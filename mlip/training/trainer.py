@@ -222,7 +222,8 @@ def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
         ("architecture", potential.architecture, start.architecture),
         ("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),
         ("cutoff", float(potential.cutoff), float(start.cutoff)),
-        ("hyperparameters", mine_hp, theirs_hp)))
+        ("hyperparameters", mine_hp, theirs_hp),
+        ("terms", potential.term_specs, start.term_specs)))
     # The reference energies travel with the state dict; whether they are isolated-atom energies does not.
     potential.isolated_reference = start.isolated_reference
     with torch.no_grad():
@@ -248,27 +249,26 @@ def _load_embedded_atom(potential, source: str) -> None:
     from mlip.checkpoint import load_potential
 
     where = f"init_embedded_atom_from {source!r}"
-    term = getattr(potential.model, "embedded_atom", None)
+    term = potential.terms["embedded_atom"] if "embedded_atom" in potential.terms else None
     if term is None:
         raise ValueError(f"{where}: the config's {potential.architecture} model has no embedded-atom term "
-                         "(set embedded_atom: true in model)")
+                         "(declare terms: {embedded_atom: ...} in model)")
     start = load_potential(source)
     if start.architecture != "embedded_atom":
         raise ValueError(f"{where}: a checkpoint of the embedded_atom architecture is needed, this one is "
                          f"{start.architecture!r}")
     _refuse_differences(where, (("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),
                                 ("cutoff", float(potential.cutoff), float(start.cutoff))))
-    # The transformers build their term with the defaults; a term trained with others (avg_neighbors or
-    # envelope_exponent included, which no tensor shape shows) would compute other energies.
+    # A term trained with other arguments (avg_neighbors or envelope_exponent included, which no tensor
+    # shape shows) would compute other energies.
     from mlip.models import default_hyperparameters
 
-    defaults = default_hyperparameters("embedded_atom")
-    wanted = {**defaults, "log_densities": bool(term.log_densities)}
-    theirs = {**defaults, **dict(start.hyperparameters)}  # what the loader built it with
+    wanted = dict(potential.term_specs["embedded_atom"])
+    theirs = {**default_hyperparameters("embedded_atom"), **dict(start.hyperparameters)}  # as the loader built it
     if theirs != wanted:
-        raise ValueError(f"{where}: its term's hyperparameters differ from the term inside the model "
-                         f"({theirs} vs {wanted}); train it with the embedded_atom defaults and "
-                         "log_densities equal to the model's embedded_atom_log_densities")
+        raise ValueError(f"{where}: its term's hyperparameters differ from the term declared beside the model "
+                         f"({theirs} vs {wanted}); train it with the arguments of the model's "
+                         "terms: {embedded_atom: ...}")
     with torch.no_grad():
         term.load_state_dict(start.model.embedded_atom.state_dict())
         potential.scale.copy_(start.scale)
@@ -479,10 +479,10 @@ def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_sampl
     potential = potential.to(device=device, dtype=dtype)
 
     if config.freeze_embedded_atom:
-        term = getattr(potential.model, "embedded_atom", None)
-        if not isinstance(term, torch.nn.Module) or potential.architecture == "embedded_atom":
+        term = potential.terms["embedded_atom"] if "embedded_atom" in potential.terms else None
+        if term is None:
             raise ValueError("freeze_embedded_atom: the model has no embedded-atom term beside a network to train "
-                             "(a transformer with embedded_atom: true)")
+                             "(a transformer with terms: {embedded_atom: ...})")
         for p in term.parameters():
             p.requires_grad_(False)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.envelope_softmax import envelope_exp
 from mlip.kernels.escn_rotation import gather_rotate, rotate_scatter
-from mlip.scatter import scatter_sum
+from mlip.nn import envelope_exp, scatter_sum
 from .activations import EdgeGate, EdgeSwiGLUS2, smooth_leaky_relu
 from .radial_mlp import EdgeMLP
 from .so2_linear import SO2Linear
@@ -21,7 +20,7 @@ def smooth_cutoff_softmax(
 
     The envelope w (C² at the cutoff) multiplies the numerator twice and the denominator once, so
     an edge crossing the cutoff enters both with zero value, slope and curvature: no other weight
-    renormalises with a jump. The shift m_i (detached, :func:`mlip.envelope_softmax.envelope_exp`)
+    renormalises with a jump. The shift m_i (detached, :func:`mlip.nn.envelope_exp`)
     cancels exactly.
     Shapes: logits [E, H], envelope [E], centre [E] → [E, H].
     """
@@ -39,7 +38,7 @@ class EdgeAttention(nn.Module):
     3. logits z^h = a_h · SmoothLeakyReLU(LayerNorm(scalars[H, A])), one softmax per head with the
        smooth cutoff inside (:func:`smooth_cutoff_softmax`);
     4. SwiGLU-S² (or gate) → SO2Linear h → H·V, each head scaled by α^h;
-    5. rotate back, sum over neighbours, SO3Linear H·V → C.
+    5. rotate back, sum over neighbors, SO3Linear H·V → C.
 
     Shapes: x [N, K, C] → [N, K, C].
     """
@@ -91,7 +90,7 @@ class EdgeAttention(nn.Module):
         envelope: torch.Tensor,
         wigner: torch.Tensor,
     ) -> torch.Tensor:
-        """x [N, K, C]; edge_index [2, E] (centre i, neighbour j); species [N]; rbf [E, R];
+        """x [N, K, C]; edge_index [2, E] (centre i, neighbor j); species [N]; rbf [E, R];
         envelope [E]; wigner [E, K_M, K] (edge frame, m-primary rows) → [N, K, C]."""
         i, j = edge_index[0], edge_index[1]
         n, e = x.shape[0], i.shape[0]

@@ -1,4 +1,4 @@
-"""Edge-degree embedding: the initial equivariant features built from each atom's neighbours."""
+"""Edge-degree embedding: the initial equivariant features built from each atom's neighbors."""
 
 from __future__ import annotations
 

@@ -7,9 +7,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import add_log_density_parameters, log_densities, transformer_term
-from mlip.radial import GaussianBasis, PolynomialEnvelope
+from mlip.models.base import EnergyModel
+from mlip.nn import GaussianBasis, LogDensities, PolynomialEnvelope, edges_within, resolve_attention_cutoff
 from mlip.so3 import edge_rotation, m_primary_order, num_coefficients, wigner_D
 
 from .attention import EdgeAttention
@@ -19,7 +18,7 @@ from .feed_forward import FeedForward
 from .layer_norm import make_norm
 
 
-class EquiformerV3(nn.Module):
+class EquiformerV3(EnergyModel):
     """EquiformerV3 (arXiv 2604.09130) as a conservative energy model.
 
     Node features are real spherical-harmonic coefficients [N, (L + 1)², C] (e3nn basis). Each
@@ -48,14 +47,14 @@ class EquiformerV3(nn.Module):
     * the m-truncated inverse rotation is the plain transpose, without the reference's rescaling
       of degrees l > mmax by √((2l+1)/(2mmax+1)) (a per-degree constant that only matters for loading
       the reference's checkpoints, which is not a goal);
-    * no 300-nearest-neighbour cap: every neighbour inside the cutoff counts, so the energy stays
+    * no 300-nearest-neighbor cap: every neighbor inside the cutoff counts, so the energy stays
       smooth (the cap is a discontinuity);
     * element embeddings are indexed by position in the potential's species list, not by Z;
     * dropout and drop-path are left to the training pipeline (the grad fine-tuning runs use none).
 
     Args:
         num_species: number of elements the potential handles.
-        cutoff: radius of the neighbour graph (Å).
+        cutoff: radius of the neighbor graph (Å).
         lmax, mmax: highest degree L of node features and highest order M kept in edge frames.
         channels: C, channels per (l, m) component.
         num_layers: transformer blocks.
@@ -73,21 +72,18 @@ class EquiformerV3(nn.Module):
         norm: ``"merged"`` (paper) or ``"separate"`` per-degree layer norm (ablation).
         envelope_exponent: p of the polynomial cutoff envelope (5: C²).
         softmax_eps: ε in the smooth-cutoff softmax denominator.
-        embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
-            of element-resolved neighbour densities) to each atom's energy (off in the paper).
-        embedded_atom_log_densities: the term also sees its logarithmic positive densities
-            (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
         attention_cutoff: radius (Å) of the edge-degree embedding and attention, at most ``cutoff``;
-            ``None`` means ``cutoff``. With ``embedded_atom`` or ``log_density_embedding`` on, a
-            smaller value lets their cheap per-atom sums reach further than the SO(2) convolutions,
-            whose cost is per edge: the neighbour graph, the term and the logarithmic densities extend
+            ``None`` means ``cutoff``. With ``log_density_embedding`` on or an energy term declared beside
+            the network (:mod:`mlip.terms`), a smaller value lets their cheap per-atom sums reach further
+            than the SO(2) convolutions, whose cost is per edge: the neighbor graph, the term and the
+            logarithmic densities extend
             to ``cutoff``, attention uses only the edges shorter than ``attention_cutoff`` (its envelope
             and radial basis end there, so the energy stays smooth).
         log_density_embedding: add U · u_i to every atom's initial l = 0 features, u_i [D] the positive
-            exponential neighbour densities of :func:`mlip.embedded_atom.log_densities` on a logarithmic
+            exponential neighbor densities of :func:`mlip.nn.log_densities` on a logarithmic
             scale (over every edge of the graph, to ``cutoff``, with an envelope that ends there; U a
             bias-free D → C map; off in the paper). The edge-degree embedding already gives the l = 0
-            channels linear sums over the neighbours; EMT's energy is a function of the logarithm of
+            channels linear sums over the neighbors; EMT's energy is a function of the logarithm of
             such a density, which varies by orders of magnitude between a dimer and a bulk atom.
             Rotation invariant, so the model stays equivariant.
         num_log_densities: D of ``log_density_embedding``.
@@ -115,21 +111,19 @@ class EquiformerV3(nn.Module):
         norm: str = "merged",
         envelope_exponent: int = 5,
         softmax_eps: float = 1e-16,
-        embedded_atom: bool = False,
-        embedded_atom_log_densities: bool = False,
         attention_cutoff: Optional[float] = None,
         log_density_embedding: bool = False,
         num_log_densities: int = 16,
         avg_neighbors: float = 32.0,
     ):
         super().__init__()
-        attention_cutoff = resolve_attention_cutoff(attention_cutoff, float(cutoff),
-                                                    embedded_atom or log_density_embedding,
-                                                    "embedded_atom=True or log_density_embedding=True")
-        #: radius of attention (Å); edges between it and ``cutoff`` feed only the embedded-atom term and
-        #: the logarithmic densities
+        attention_cutoff = resolve_attention_cutoff(attention_cutoff, float(cutoff))
+        #: radius of attention (Å); edges between it and ``cutoff`` feed only the logarithmic densities (and
+        #: the potential's terms)
         self.cutoff = float(cutoff)
         self.attention_cutoff = self.cutoff if attention_cutoff is None else attention_cutoff
+        #: whether the network uses the edges beyond ``attention_cutoff`` (its FAR_EDGES_OPTION is on)
+        self.uses_far_edges = bool(log_density_embedding)
         if not 0 <= mmax <= lmax:
             raise ValueError(f"need 0 <= mmax <= lmax, got lmax={lmax}, mmax={mmax}")
         for name, value in dict(channels=channels, num_layers=num_layers, num_heads=num_heads,
@@ -167,7 +161,6 @@ class EquiformerV3(nn.Module):
         self.energy_head = nn.Sequential(
             nn.Linear(channels, ffn_hidden_channels), nn.SiLU(), nn.Linear(ffn_hidden_channels, 1)
         )
-        self.embedded_atom = transformer_term(num_species, cutoff, embedded_atom, embedded_atom_log_densities)
         self.num_species = int(num_species)
         self.log_density_embedding = bool(log_density_embedding)
         if self.log_density_embedding:
@@ -175,13 +168,17 @@ class EquiformerV3(nn.Module):
                 raise ValueError(f"log_density_embedding needs num_log_densities >= 1 and avg_neighbors > 0, "
                                  f"got {num_log_densities} and {avg_neighbors}")
             self.avg_neighbors = float(avg_neighbors)
-            add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
+            #: the logarithmic densities and their map U to the l = 0 channels
+            self.log_density = LogDensities(self.num_species, int(num_log_densities), channels, self.avg_neighbors)
             # the densities' envelope ends at the graph's cutoff
             self.log_density_envelope = PolynomialEnvelope(self.cutoff, envelope_exponent)
 
+    #: the option that makes the network use the edges beyond ``attention_cutoff``
+    FAR_EDGES_OPTION = "log_density_embedding=True"
+
     def final_readout(self) -> nn.Module:
-        """The last layer of the energy head (the energy besides the embedded-atom term); zeroing it
-        leaves only that term (``init_embedded_atom_from``)."""
+        """The last layer of the energy head; zeroing it makes the network's output zero, leaving the
+        potential's terms (``init_embedded_atom_from``)."""
         return self.energy_head[-1]
 
     def edge_features(self, edge_vectors: torch.Tensor):
@@ -198,19 +195,16 @@ class EquiformerV3(nn.Module):
         batch: torch.Tensor,
         n_graphs: int,
     ) -> torch.Tensor:
-        """species [N] embedding indices, edge_index [2, E] (centre i ← neighbour j),
+        """species [N] embedding indices, edge_index [2, E] (centre i ← neighbor j),
         edge_vectors [E, 3] (r_j − r_i + shift) → per-atom energies [N]."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
-        # the term and the logarithmic densities over every edge of the graph (to `cutoff`), before
-        # attention_cutoff filters them
-        e_atom = self.embedded_atom(species, edge_index, edge_vectors) if self.embedded_atom is not None else None
+        # the logarithmic densities over every edge of the graph (to `cutoff`), before attention_cutoff
+        # filters them
         scalars = self.embedding(species).to(dtype)  # [N, C], the l = 0 features
         if self.log_density_embedding:
             length = edge_vectors.norm(dim=-1)
-            u = log_densities(species, edge_index, length, self.log_density_envelope(length), self.log_rates,
-                              self.log_density_weights, self.num_species, self.avg_neighbors)  # [N, D]
-            scalars = scalars + self.log_density_in(u)
+            scalars = scalars + self.log_density(species, edge_index, length, self.log_density_envelope(length))
         if self.attention_cutoff < self.cutoff:
             edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         rbf, envelope, wigner = self.edge_features(edge_vectors)
@@ -219,7 +213,4 @@ class EquiformerV3(nn.Module):
         x = x + self.edge_degree(edge_index, species, rbf, envelope, wigner, n)
         for block in self.blocks:
             x = block(x, edge_index, species, rbf, envelope, wigner)
-        energies = self.energy_head(self.norm_out(x)[:, 0, :]).squeeze(-1)
-        if e_atom is not None:
-            energies = energies + e_atom
-        return energies
+        return self.energy_head(self.norm_out(x)[:, 0, :]).squeeze(-1)

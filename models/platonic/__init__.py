@@ -2,7 +2,7 @@
 
 from .attention import FrameAttention
 from .block import FeedForward, PlatonicBlock
-from .density import NeighbourDensityEmbedding
+from .density import NeighborDensityEmbedding
 from .group_linear import GroupLinear
 from .groups import GROUP_ORDERS, RotationGroup, get_group
 from .model import PlatonicTransformer
@@ -15,7 +15,7 @@ __all__ = [
     "FrameRoPE",
     "GROUP_ORDERS",
     "GroupLinear",
-    "NeighbourDensityEmbedding",
+    "NeighborDensityEmbedding",
     "ORIENTATIONS",
     "PlatonicBlock",
     "PlatonicTransformer",

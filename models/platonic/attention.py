@@ -1,4 +1,4 @@
-"""Frame attention over the neighbour graph: softmax (one per frame and head) or linear."""
+"""Frame attention over the neighbor graph: softmax (one per frame and head) or linear."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import math
 import torch
 from torch import nn
 
-from mlip.envelope_softmax import envelope_exp
-from mlip.scatter import scatter_sum
+from mlip.nn import envelope_exp, scatter_sum
 
 from .group_linear import GroupLinear
 from .groups import RotationGroup
@@ -16,7 +15,7 @@ from .rope import FrameRoPE
 
 
 class FrameAttention(nn.Module):
-    """Attention of atom i over its neighbours j (self edge included), independently in every frame.
+    """Attention of atom i over its neighbors j (self edge included), independently in every frame.
 
     For edge e = (i ← j), frame g and head h, with θ from :class:`FrameRoPE`:
 
@@ -28,7 +27,7 @@ class FrameAttention(nn.Module):
 
     φ is the smooth cutoff envelope, multiplied into the weights (not the logits) so that an edge
     enters and leaves with zero weight and the output is C² in positions. m_i is a detached
-    per-node shift that cancels exactly (:func:`mlip.envelope_softmax.envelope_exp`). b_h is a learned function of the distance, shared over
+    per-node shift that cancels exactly (:func:`mlip.nn.envelope_exp`). b_h is a learned function of the distance, shared over
     frames (it is rotation invariant). The self edge keeps Σφ ≥ 1. Both forms cost O(n_edges).
     """
 

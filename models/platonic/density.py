@@ -1,27 +1,27 @@
-"""Neighbour-density embedding: how many neighbours of which element sit at which distances."""
+"""Neighbor-density embedding: how many neighbors of which element sit at which distances."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from mlip.embedded_atom import add_log_density_parameters, element_resolved_sums, log_densities
+from mlip.nn import LogDensities, element_resolved_sums
 
 
-class NeighbourDensityEmbedding(nn.Module):
+class NeighborDensityEmbedding(nn.Module):
     """Per-atom invariant ρ_i = W · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) B(r_ij)) / n_avg → [N, C].
 
-    Softmax attention normalises its weights over the neighbours, so the number of neighbours
+    Softmax attention normalises its weights over the neighbors, so the number of neighbors
     reaches an atom only indirectly (through the weight of its self edge against the others), yet
     the energy of a metal depends first of all on that coordination (EAM/EMT embed the atom in
     Σ_j ρ(r_ij)). This sum carries it: a radial basis B [R] (already times the envelope φ, so
-    each term enters and leaves smoothly at the cutoff) summed separately for each neighbour
+    each term enters and leaves smoothly at the cutoff) summed separately for each neighbor
     element, then one linear map (no bias) to the C channels.
     ``avg_neighbors`` only divides the sum to keep it O(1). It is rotation invariant, so adding it
     to the element embedding before the lift over frames keeps the model G-equivariant.
 
     With ``log_densities`` it adds U · u_i, u_i [D] the positive exponential densities of
-    :func:`mlip.embedded_atom.log_densities` on a logarithmic scale (D = ``num_log_densities``, U a
+    :class:`mlip.nn.LogDensities` on a logarithmic scale (D = ``num_log_densities``, U a
     bias-free D → C map): between a dimer and a bulk atom such a density varies by orders of
     magnitude, and EMT's energy is a function of its logarithm, so on the linear sums alone every
     low-coordinated atom sits in a sliver near 0.
@@ -38,7 +38,8 @@ class NeighbourDensityEmbedding(nn.Module):
         self.linear = nn.Linear(self.num_species * self.num_radial, channels, bias=False)
         self.log_densities = bool(log_densities)
         if self.log_densities:
-            add_log_density_parameters(self, self.num_species, int(num_log_densities), channels)
+            #: the logarithmic densities and their map to the C channels
+            self.log_density = LogDensities(self.num_species, int(num_log_densities), channels, self.avg_neighbors)
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, no self edges), radial [E, R] → [N, S·R] (unscaled sums)."""
@@ -52,9 +53,7 @@ class NeighbourDensityEmbedding(nn.Module):
         if self.log_densities:
             if length is None or envelope is None:
                 raise ValueError("the logarithmic densities need the edge lengths and their envelope")
-            u = log_densities(species, edge_index, length, envelope, self.log_rates, self.log_density_weights,
-                              self.num_species, self.avg_neighbors)
-            x = x + self.log_density_in(u)
+            x = x + self.log_density(species, edge_index, length, envelope)
         return x
 
     def extra_repr(self) -> str:

@@ -5,28 +5,27 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mlip.attention_cutoff import edges_within, resolve_attention_cutoff
-from mlip.embedded_atom import transformer_term
-from mlip.radial import BesselBasis, PolynomialEnvelope, safe_length
+from mlip.models.base import EnergyModel
+from mlip.nn import BesselBasis, PolynomialEnvelope, edges_within, resolve_attention_cutoff, safe_length
 
 from .attention import FrameAttention
 from .block import PlatonicBlock
-from .density import NeighbourDensityEmbedding
+from .density import NeighborDensityEmbedding
 from .group_linear import GroupLinear
 from .groups import get_group
 from .orientation import ORIENTATIONS, orientation_matrix
 from .rope import frame_vectors
 
 
-class PlatonicTransformer(nn.Module):
+class PlatonicTransformer(EnergyModel):
     """Platonic Transformer (arXiv 2510.03511) as a local, size-extensive energy model.
 
     Every atom carries a function on a finite rotation group G: features [N, G, C], one C-vector
     per frame R_g. All linear maps are group convolutions (:class:`GroupLinear`), so features
     permute among frames when the input is rotated by an element of G. Geometry enters only
     through frame RoPE of relative edge vectors (periodic shift included) and a radial bias, inside
-    attention restricted to the neighbour graph with a smooth envelope (and, optionally, a
-    distance filter on the attention values and a rotation-invariant neighbour density added to
+    attention restricted to the neighbor graph with a smooth envelope (and, optionally, a
+    distance filter on the attention values and a rotation-invariant neighbor density added to
     the element embedding). The per-atom energy is
     the mean over frames of a per-frame readout, so the energy is *exactly* invariant to G,
     translations and permutations, and only approximately to other rotations. The group may be turned
@@ -35,7 +34,7 @@ class PlatonicTransformer(nn.Module):
 
     Args:
         num_species: size of the element embedding.
-        cutoff: radius of the neighbour graph (Å).
+        cutoff: radius of the neighbor graph (Å).
         group: ``"tetrahedral"`` (12), ``"octahedral"`` (24) or ``"icosahedral"`` (60).
         channels: feature channels per frame C (total width G·C).
         num_layers: number of transformer blocks.
@@ -47,13 +46,14 @@ class PlatonicTransformer(nn.Module):
         attention: ``"softmax"`` or ``"linear"``.
         use_key: learned keys (otherwise k ≡ 1).
         envelope_exponent: p of the polynomial cutoff envelope.
-        density: add a :class:`NeighbourDensityEmbedding` (element-resolved sums of the enveloped
-            radial basis over the neighbours) to the element embedding, so that the model sees
+        density: add a :class:`NeighborDensityEmbedding` (element-resolved sums of the enveloped
+            radial basis over the neighbors) to the element embedding, so that the model sees
             coordination directly (normalised softmax attention passes it on only indirectly).
         avg_neighbors: the number that divides those sums.
         attention_cutoff: radius of attention (Å), at most ``cutoff``; ``None`` means ``cutoff``. With
-            ``density`` on, a smaller value lets the cheap density sums reach further than attention:
-            the neighbour graph (and the density embedding, with its own basis and envelope) extends to
+            ``density`` on (or an energy term declared beside the network, :mod:`mlip.terms`), a smaller
+            value lets the cheap density sums reach further than attention:
+            the neighbor graph (and the density embedding, with its own basis and envelope) extends to
             ``cutoff``, while attention, whose cost is per edge and frame, uses only the edges shorter
             than ``attention_cutoff`` (its envelope vanishes there, so the energy stays smooth).
         orientation: where the group points, ``"generic"`` (a fixed rotation R₀ unrelated to crystal
@@ -63,13 +63,8 @@ class PlatonicTransformer(nn.Module):
             as ``"aligned"`` (:attr:`LEGACY_HYPERPARAMETERS`).
         radial_values: filter the attention values by a learned function of the edge length
             (see :class:`FrameAttention`); otherwise distance enters only the attention weights.
-        embedded_atom: add an :class:`mlip.embedded_atom.EmbeddedAtomEnergy` term (a learned function
-            of element-resolved neighbour densities, over every edge to ``cutoff``) to each atom's
-            energy; exactly invariant under every rotation, so it leaves less for the frames to learn.
-        embedded_atom_log_densities: the term also sees its logarithmic positive densities
-            (``log_densities`` of :class:`~mlip.embedded_atom.EmbeddedAtomEnergy`); needs ``embedded_atom``.
         density_log_densities: the density embedding also adds such densities on a logarithmic scale
-            (``log_densities`` of :class:`NeighbourDensityEmbedding`), inside the network rather than as
+            (``log_densities`` of :class:`NeighborDensityEmbedding`), inside the network rather than as
             a separate energy term; needs ``density``.
     """
 
@@ -93,8 +88,6 @@ class PlatonicTransformer(nn.Module):
         radial_values: bool = False,
         attention_cutoff: float | None = None,
         orientation: str = "generic",
-        embedded_atom: bool = False,
-        embedded_atom_log_densities: bool = False,
         density_log_densities: bool = False,
     ):
         super().__init__()
@@ -102,9 +95,13 @@ class PlatonicTransformer(nn.Module):
             raise ValueError(f"unknown orientation {orientation!r}; accepted: {', '.join(ORIENTATIONS)}")
         self.orientation = orientation
         cutoff = float(cutoff)
-        attention_cutoff = resolve_attention_cutoff(attention_cutoff, cutoff, density, "density=True")
-        #: radius of attention (Å); edges between it and ``cutoff`` feed only the density embedding
+        attention_cutoff = resolve_attention_cutoff(attention_cutoff, cutoff)
+        self.cutoff = cutoff
+        #: radius of attention (Å); edges between it and ``cutoff`` feed only the density embedding (and
+        #: the potential's terms)
         self.attention_cutoff = cutoff if attention_cutoff is None else attention_cutoff
+        #: whether the network uses the edges beyond ``attention_cutoff`` (its FAR_EDGES_OPTION is on)
+        self.uses_far_edges = bool(density)
         g = get_group(group)
         self.group_name = g.name
         self.group_order = g.order
@@ -114,9 +111,9 @@ class PlatonicTransformer(nn.Module):
         self.radial = BesselBasis(self.attention_cutoff, num_radial)
         if density_log_densities and not density:
             raise ValueError("density_log_densities needs density: true")
-        self.density = (NeighbourDensityEmbedding(num_species, num_radial, channels, avg_neighbors,
+        self.density = (NeighborDensityEmbedding(num_species, num_radial, channels, avg_neighbors,
                                                   log_densities=density_log_densities) if density else None)
-        if attention_cutoff is None:  # one basis and envelope for both
+        if attention_cutoff is None or not density:  # one basis and envelope for both
             self.density_envelope, self.density_radial = None, None
         else:
             self.density_envelope = PolynomialEnvelope(cutoff, envelope_exponent)
@@ -131,19 +128,22 @@ class PlatonicTransformer(nn.Module):
             )
             for _ in range(num_layers)
         )
-        self.embedded_atom = transformer_term(num_species, cutoff, embedded_atom, embedded_atom_log_densities)
         self.norm_out = nn.LayerNorm(channels)
         self.readout1 = GroupLinear(g, channels, channels)
         self.readout2 = GroupLinear(g, channels, 1)
 
     def final_readout(self) -> nn.Module:
-        """The last layer of the readout (its output, averaged over frames, is the energy besides the
-        embedded-atom term); zeroing it leaves only that term (``init_embedded_atom_from``)."""
+        """The last layer of the readout (its output, averaged over frames, is the network's energy);
+        zeroing it makes the network's output zero, leaving the potential's terms
+        (``init_embedded_atom_from``)."""
         return self.readout2
 
     #: hyperparameters that checkpoints written before they existed lack, with the value that
     #: reproduces those checkpoints (a new model gets the signature's default instead)
     LEGACY_HYPERPARAMETERS = {"orientation": "aligned"}
+
+    #: the option that makes the network use the edges beyond ``attention_cutoff``
+    FAR_EDGES_OPTION = "density=True"
 
     @property
     def frames(self) -> torch.Tensor:
@@ -178,8 +178,6 @@ class PlatonicTransformer(nn.Module):
         """species [N] embedding indices, edge_index [2, E] (i ← j), edge_vectors [E, 3] → energies [N]."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
-        # over every edge of the graph (to `cutoff`), before attention_cutoff filters them
-        e_atom = self.embedded_atom(species, edge_index, edge_vectors) if self.embedded_atom is not None else None
         x = self.embedding(species).to(dtype)
         if self.density_radial is not None:
             # The density sums see every edge of the graph, with their own basis and envelope to `cutoff`;
@@ -189,6 +187,7 @@ class PlatonicTransformer(nn.Module):
             density_envelope = self.density_envelope(length)
             radial = self.density_radial(length) * density_envelope.unsqueeze(-1)
             x = x + self.density(species, edge_index, radial, length, density_envelope)
+        if self.attention_cutoff < self.cutoff:
             edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
         # Self edges (i ← i) carry a constant zero vector: no gradient flows through |0|.
         loops = torch.arange(n, device=species.device)
@@ -206,5 +205,4 @@ class PlatonicTransformer(nn.Module):
         for block in self.blocks:
             x = block(x, edges, frame_vec, radial, envelope)
         e = self.readout2(torch.nn.functional.gelu(self.readout1(self.norm_out(x))))  # [N, G, 1]
-        e = e.mean(dim=(1, 2))
-        return e if e_atom is None else e + e_atom
+        return e.mean(dim=(1, 2))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mlip.scatter import scatter_max
+from mlip.nn.scatter import scatter_max
 
 
 def envelope_exp(logits: torch.Tensor, envelope: torch.Tensor, index: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -15,7 +15,7 @@ def envelope_exp(logits: torch.Tensor, envelope: torch.Tensor, index: torch.Tens
     ratio of these numerators; taking it over the envelope-weighted terms (not over z alone) makes
     the largest numerator of every node exactly 1. With m_i = max z, a large logit on an edge near
     the cutoff (φ ≈ 0) pushes every other term towards exp(−100) and below: in float32 they underflow
-    and the softmax becomes noise (it did: forces off by 10³ eV/Å for a trained model).
+    and the softmax becomes noise (a trained model's forces were wrong by orders of magnitude).
 
     Edges with φ = 0 give exactly 0, with zero gradient. Shapes: logits [E, ...], envelope [E] →
     [E, ...].

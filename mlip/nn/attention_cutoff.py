@@ -1,5 +1,5 @@
-"""A radius of attention shorter than the neighbour graph's cutoff, for the models whose cheap per-atom
-sums (neighbour densities, the embedded-atom term) reach further than their attention."""
+"""A radius of attention shorter than the neighbor graph's cutoff, for the models whose cheap per-atom
+sums (neighbor densities, the embedded-atom term) reach further than their attention."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from typing import Optional, Tuple
 import torch
 
 
-def resolve_attention_cutoff(attention_cutoff: Optional[float], cutoff: float, far_edges_used: bool,
-                             needs: str) -> Optional[float]:
+def resolve_attention_cutoff(attention_cutoff: Optional[float], cutoff: float) -> Optional[float]:
     """The attention radius (Å) to filter edges by, or ``None`` when attention uses every edge
-    (``attention_cutoff`` ``None`` or equal to ``cutoff``). ValueError for a radius outside (0, cutoff],
-    or for a shorter one when nothing else uses the edges beyond it (``needs`` names the option that would)."""
+    (``attention_cutoff`` ``None`` or equal to ``cutoff``). ValueError for a radius outside (0, cutoff]."""
     if attention_cutoff is None:
         return None
     attention_cutoff = float(attention_cutoff)
@@ -20,10 +18,15 @@ def resolve_attention_cutoff(attention_cutoff: Optional[float], cutoff: float, f
         raise ValueError(f"attention_cutoff must lie in (0, cutoff = {cutoff}], got {attention_cutoff}")
     if attention_cutoff == cutoff:
         return None
-    if not far_edges_used:
+    return attention_cutoff
+
+
+def require_edges_beyond_attention(attention_cutoff: float, cutoff: float, used: bool, needs: str) -> None:
+    """ValueError when ``attention_cutoff`` < ``cutoff`` but nothing uses the edges beyond it (``used``
+    false; ``needs`` names what would)."""
+    if attention_cutoff < cutoff and not used:
         raise ValueError(f"attention_cutoff < cutoff is useful only with {needs}: the edges beyond "
                          "attention_cutoff would reach nothing")
-    return attention_cutoff
 
 
 def edges_within(edge_index: torch.Tensor, edge_vectors: torch.Tensor,

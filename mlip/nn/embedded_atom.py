@@ -1,63 +1,15 @@
-"""An embedded-atom energy term: a learned function of each atom's element-resolved neighbour densities."""
+"""An embedded-atom energy term: a learned function of each atom's element-resolved neighbor densities."""
 
 from __future__ import annotations
-
-import math
-from typing import Optional
 
 import torch
 from torch import nn
 
-from mlip.radial import BesselBasis, PolynomialEnvelope, safe_length
-
-
-def element_resolved_sums(species: torch.Tensor, edge_index: torch.Tensor, values: torch.Tensor,
-                          num_species: int) -> torch.Tensor:
-    """Σ_{j≠i} onehot(Z_j) ⊗ values_ij per atom: species [N], edge_index [2, E] (i ← j, no self edges),
-    values [E, R] → [N, S·R] (S = num_species; the block of element s holds the sum over neighbours of
-    element s)."""
-    n, r = species.shape[0], values.shape[1]
-    i, j = edge_index[0], edge_index[1]
-    sums = values.new_zeros((n * num_species, r))
-    sums = sums.index_add(0, i * num_species + species.index_select(0, j), values)
-    return sums.view(n, num_species * r)
-
-
-#: ε of the logarithmic densities, and the rates η_k (Å⁻¹) and centre (Å) of their radial functions
-LOG_EPSILON = 1e-4
-LOG_RATES = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
-LOG_CENTRE = 2.5
-
-
-def add_log_density_parameters(module: nn.Module, num_species: int, num_densities: int, out_features: int) -> None:
-    """Give ``module`` what :func:`log_densities` and a map of its output take, under the names every
-    user of them shares (so their checkpoints keep these keys): the non-persistent buffer ``log_rates``
-    [K] (LOG_RATES, in float64 like every derived constant, exact in float32 too; it follows the
-    module's device and dtype instead of being copied to the device every forward), the raw weights
-    ``log_density_weights`` V [S, S·K, D] (softplus(−1.5 ± 0.5) ≈ 0.2 makes σ of a bulk atom O(0.1–1))
-    and ``log_density_in``, a bias-free D → ``out_features`` linear map."""
-    module.register_buffer("log_rates", torch.tensor(LOG_RATES, dtype=torch.float64), persistent=False)
-    module.log_density_weights = nn.Parameter(
-        torch.randn(num_species, num_species * len(LOG_RATES), num_densities) * 0.5 - 1.5)
-    module.log_density_in = nn.Linear(num_densities, out_features, bias=False)
-
-
-def log_densities(species: torch.Tensor, edge_index: torch.Tensor, length: torch.Tensor, envelope: torch.Tensor,
-                  rates: torch.Tensor, weights: torch.Tensor, num_species: int, avg_neighbors: float) -> torch.Tensor:
-    """D positive densities per atom on a logarithmic scale → u [N, D]:
-
-        σ_i = softplus(V_{Z_i}) · vec(Σ_{j≠i} onehot(Z_j) ⊗ φ(r_ij) g(r_ij)) / n_avg ≥ 0,
-        u_i = ln(1 + σ_i / ε) / ln(1 / ε)        (ε = LOG_EPSILON; u = 0 for an atom alone, ≈ 1 in bulk),
-
-    g_k(r) = exp(−η_k (r − LOG_CENTRE)) for the rates η_k of LOG_RATES. species [N], edge_index [2, E]
-    (i ← j, no self edges), length [E] and envelope φ [E] of the edges, rates η [K] (the buffer of
-    :func:`add_log_density_parameters`), weights V [S, S·K, D] (raw; softplus keeps them positive)."""
-    rates = rates.to(length.dtype)
-    g = torch.exp(-rates * (length.unsqueeze(-1) - LOG_CENTRE)) * envelope.unsqueeze(-1)  # [E, K]
-    sums = element_resolved_sums(species, edge_index, g, num_species) / avg_neighbors  # [N, S·K]
-    positive = nn.functional.softplus(weights.to(g.dtype)).index_select(0, species)  # [N, S·K, D]
-    sigma = torch.bmm(sums.unsqueeze(1), positive).squeeze(1)  # [N, D], ≥ 0
-    return torch.log1p(sigma / LOG_EPSILON) / math.log(1.0 / LOG_EPSILON)
+from mlip.nn.edge_length import safe_length
+from mlip.nn.envelope import PolynomialEnvelope
+from mlip.nn.log_densities import LogDensities
+from mlip.nn.neighbor_sums import element_resolved_sums
+from mlip.nn.radial_basis import BesselBasis
 
 
 class EmbeddedAtomEnergy(nn.Module):
@@ -69,9 +21,9 @@ class EmbeddedAtomEnergy(nn.Module):
     This is the embedded-atom (Finnis–Sinclair) form: a pair-resolved radial sum per atom, embedded
     by a nonlinear function of the centre's element. Metals' energies depend first of all on such
     densities (EAM; ASE's EMT is exactly a function of two of them per atom), which a transformer
-    otherwise has to learn through attention, which normalises over the neighbours. The term is
+    otherwise has to learn through attention, which normalises over the neighbors. The term is
     invariant under every rotation, translation and permutation, C² at the cutoff through φ, and a sum
-    over atoms, so adding it to a model keeps all of the model's symmetries. An atom without neighbours
+    over atoms, so adding it to a model keeps all of the model's symmetries. An atom without neighbors
     gets a constant per element (absorbed by the isolated-atom reference).
 
     With ``log_densities`` the MLP also sees D *positive* densities on a logarithmic scale,
@@ -116,7 +68,8 @@ class EmbeddedAtomEnergy(nn.Module):
         self.element = nn.Embedding(self.num_species, int(hidden))
         self.log_densities = bool(log_densities)
         if self.log_densities:
-            add_log_density_parameters(self, self.num_species, int(num_densities), int(hidden))
+            #: the logarithmic densities and their map to the MLP's input
+            self.log_density = LogDensities(self.num_species, int(num_densities), int(hidden), self.avg_neighbors)
         self.mlp = nn.Sequential(nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
     def densities(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
@@ -131,11 +84,6 @@ class EmbeddedAtomEnergy(nn.Module):
         weights = self.density_weights.to(basis.dtype).index_select(0, species)  # [N, S·R, D]
         return torch.bmm(sums.unsqueeze(1), weights).squeeze(1)
 
-    def _log_densities(self, species, edge_index, length, envelope) -> torch.Tensor:
-        """u [N, D] (``log_densities``) from the edge lengths [E] and their envelope φ [E]."""
-        return log_densities(species, edge_index, length, envelope, self.log_rates, self.log_density_weights,
-                             self.num_species, self.avg_neighbors)
-
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E], edge_vectors [E, 3] → per-atom energies [N]."""
         length = safe_length((edge_vectors * edge_vectors).sum(-1))
@@ -143,19 +91,9 @@ class EmbeddedAtomEnergy(nn.Module):
         rho = self._densities(species, edge_index, length, envelope)
         h = self.density_in(rho) + self.element(species).to(rho.dtype)
         if self.log_densities:
-            h = h + self.log_density_in(self._log_densities(species, edge_index, length, envelope))
+            h = h + self.log_density(species, edge_index, length, envelope)
         return self.mlp(h).squeeze(-1)
 
     def extra_repr(self) -> str:
         return (f"species={self.num_species}, radial={self.num_radial}, avg_neighbors={self.avg_neighbors}, "
                 f"log_densities={self.log_densities}")
-
-
-def transformer_term(num_species: int, cutoff: float, embedded_atom: bool,
-                     log_densities: bool) -> Optional[EmbeddedAtomEnergy]:
-    """The term a transformer adds with its options ``embedded_atom`` and ``embedded_atom_log_densities``
-    (otherwise the defaults, which ``init_embedded_atom_from`` relies on), or ``None``; ValueError for
-    log densities without the term."""
-    if log_densities and not embedded_atom:
-        raise ValueError("embedded_atom_log_densities needs embedded_atom: true")
-    return EmbeddedAtomEnergy(num_species, cutoff, log_densities=log_densities) if embedded_atom else None
