@@ -10,8 +10,8 @@ from ase.calculators.emt import EMT
 
 from mlip.data import read_dataset
 from mlip.testing import emt_cells
-from mlip.workflows.labelling import (GPAW_PBE_SETTINGS, kpoint_mesh, label_structures, labeller, structure_id,
-                                      write_labelled)
+from mlip.workflows.labelling import (GPAW_PBE_SETTINGS, interleaved, kpoint_mesh, label_structures, labeller,
+                                      result_id, structure_id, write_labelled)
 from mlip.workflows.sharding import result_path
 
 
@@ -60,7 +60,7 @@ def test_a_rerun_computes_only_what_is_missing(tmp_path):
     cells = emt_cells(3, seed=1, label=False)
     run = tmp_path / "run"
     assert label_structures(cells, labeller("emt"), run, progress=False)["computed"] == 3
-    result_path(run, structure_id(cells[1])).unlink()  # as if killed while labelling it
+    result_path(run, result_id(cells[1])).unlink()  # as if killed while labelling it
     counts = label_structures(cells, labeller("emt"), run, progress=False)
     assert (counts["skipped"], counts["computed"]) == (2, 1)
     # shards split the work and together cover it
@@ -92,6 +92,29 @@ def test_failures_are_recorded_and_reported_not_dropped(tmp_path):
     n, failed, missing = write_labelled(cells + [bulk("Ag", "fcc", a=4.1)], tmp_path / "run", tmp_path / "out.xyz")
     assert n == 1 and missing == [structure_id(bulk("Ag", "fcc", a=4.1))]
     assert failed[0][0] == structure_id(cells[1]) and "SCF did not converge" in failed[0][1]
+
+
+def test_a_structure_changed_under_its_id_is_labelled_again(tmp_path):
+    cells = emt_cells(2, seed=5, label=False)
+    for k, atoms in enumerate(cells):
+        atoms.info["id"] = f"cell-{k}"
+    label_structures(cells, labeller("emt"), tmp_path / "run", progress=False)
+    cells[0].positions[0] += 0.1
+    counts = label_structures(cells, labeller("emt"), tmp_path / "run", progress=False)
+    assert (counts["skipped"], counts["computed"]) == (1, 1)
+    write_labelled(cells, tmp_path / "run", tmp_path / "out.xyz")
+    sample = read_dataset(tmp_path / "out.xyz")[0]
+    ref = cells[0].copy()
+    ref.calc = EMT()
+    assert sample.energy == pytest.approx(ref.get_potential_energy(), abs=1e-10)
+
+
+def test_kinds_take_turns():
+    kinds = ["a", "a", "a", "b", "c", "c"]
+    atoms = [bulk("Cu") for _ in kinds]
+    for a, kind in zip(atoms, kinds):
+        a.info["config_type"] = kind
+    assert interleaved(atoms) == [0, 3, 4, 1, 5, 2]
 
 
 def test_structure_ids_are_stable_and_distinct():

@@ -165,16 +165,35 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
                      "'package.module:Class'")
 
 
-def structure_id(atoms) -> str:
-    """The structure's ``info["id"]``, or a hash of its numbers, positions, cell and periodicity (so a
-    file reordered or extended later keeps its labels)."""
-    if "id" in atoms.info:
-        return str(atoms.info["id"])
+def _digest(atoms) -> str:
     digest = hashlib.sha1()
     for array in (atoms.numbers.astype(np.int64), np.round(atoms.positions, 8), np.round(atoms.cell.array, 8),
                   atoms.pbc.astype(np.int8)):
         digest.update(np.ascontiguousarray(array).tobytes())
-    return "s-" + digest.hexdigest()[:16]
+    return digest.hexdigest()
+
+
+def structure_id(atoms) -> str:
+    """The structure's ``info["id"]``, or a hash of its numbers, positions, cell and periodicity."""
+    return str(atoms.info["id"]) if "id" in atoms.info else "s-" + _digest(atoms)[:16]
+
+
+def result_id(atoms) -> str:
+    """The key of the structure's labels in a run's results: its id and a hash of its geometry, so that
+    a structure changed under the same id is labelled again rather than given stale labels."""
+    return f"{structure_id(atoms)}.{_digest(atoms)[:12]}"
+
+
+def interleaved(structures: Sequence) -> List[int]:
+    """Indices of ``structures`` taking one of each ``config_type`` in turn (first of each kind, then
+    the second, ...), so that a run stopped early has labelled some of every kind."""
+    seen: Dict[str, int] = {}
+    rank = []
+    for k, atoms in enumerate(structures):
+        kind = str(atoms.info.get("config_type", ""))
+        rank.append((seen.get(kind, 0), k))
+        seen[kind] = seen.get(kind, 0) + 1
+    return [k for _, k in sorted(rank)]
 
 
 def label_atoms(atoms, calculator) -> Dict[str, Any]:
@@ -203,14 +222,16 @@ def label_structures(structures: Sequence, labeller: Labeller, out_dir: Union[st
                      n_shards: Optional[int] = None, shard_index: Optional[int] = None,
                      progress: bool = True) -> Dict[str, int]:
     """Label this process's share of ``structures`` into ``out_dir/results`` (resumable; see the module
-    docstring). Returns :func:`mlip.workflows.sharding.run_sharded`'s counts."""
-    items = [(structure_id(atoms), atoms) for atoms in structures]
+    docstring), one ``config_type`` after another in turn (:func:`interleaved`). Returns
+    :func:`mlip.workflows.sharding.run_sharded`'s counts."""
+    order = interleaved(structures)
+    items = [(result_id(structures[k]), structures[k]) for k in order]
     provenance = labeller.provenance
 
     def compute(item_id: str, atoms) -> Dict[str, Any]:
         return {**label_atoms(atoms, labeller.make(atoms)), **provenance}
 
-    costs = [float(len(atoms)) ** 2 for atoms in structures]
+    costs = [float(len(atoms)) ** 2 for _, atoms in items]
     return run_sharded(items, compute, out_dir, costs=costs, n_shards=n_shards, shard_index=shard_index,
                        progress=progress and labeller.is_writer, desc="labelling", write=labeller.is_writer)
 
@@ -230,7 +251,7 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
     frames, failed, missing = [], [], []
     for atoms in structures:
         item_id = structure_id(atoms)
-        record = results.get(item_id)
+        record = results.get(result_id(atoms))
         if record is None:
             missing.append(item_id)
             continue
@@ -253,4 +274,4 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
 
 
 __all__ = ["GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller", "kpoint_mesh", "label_atoms", "label_structures",
-           "labeller", "structure_id", "write_labelled"]
+           "labeller", "interleaved", "result_id", "structure_id", "write_labelled"]
