@@ -111,7 +111,14 @@ def add_parser(subparsers) -> None:
                                           "miniature offline version in which EMT plays DFT.")
     dsub = p.add_subparsers(dest="discovery_command", metavar="STEP")
     dsub.required = True
+    _add_relax(dsub)
+    _add_join(dsub)
+    _add_metrics(dsub)
+    _add_emt_benchmark(dsub)
 
+
+def _add_relax(dsub) -> None:
+    """``mlip discovery relax``."""
     r = dsub.add_parser("relax",
                         help="relax every material (FIRE + FrechetCellFilter), sharded and resumable")
     r.add_argument("structures", metavar="STRUCTURES", nargs="+",
@@ -142,6 +149,9 @@ def add_parser(subparsers) -> None:
     r.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch")
     r.set_defaults(func=run_relax)
 
+
+def _add_join(dsub) -> None:
+    """``mlip discovery join``."""
     j = dsub.add_parser("join", help="merge shards; formation energies; the submission files")
     j.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
                    help="campaign folder(s) of 'mlip discovery relax'")
@@ -156,6 +166,9 @@ def add_parser(subparsers) -> None:
                    help="write the files although materials have no result (they count as unstable)")
     j.set_defaults(func=run_join)
 
+
+def _add_metrics(dsub) -> None:
+    """``mlip discovery metrics``."""
     m = dsub.add_parser("metrics", help="F1, DAF, MAE, ... on hull distances; RMSD; CPS; summary and plot")
     m.add_argument("predictions", metavar="DISCOVERY_CSV",
                    help="<date>-discovery.csv.gz of 'mlip discovery join'")
@@ -174,6 +187,9 @@ def add_parser(subparsers) -> None:
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
     m.set_defaults(func=run_metrics)
 
+
+def _add_emt_benchmark(dsub) -> None:
+    """``mlip discovery emt-benchmark``."""
     e = dsub.add_parser("emt-benchmark", help="build the miniature benchmark in which EMT plays DFT")
     e.add_argument("out_dir", metavar="OUT_DIR")
     e.add_argument("--seed", type=int, default=0, help="default: %(default)s")
@@ -182,4 +198,3 @@ def add_parser(subparsers) -> None:
     e.add_argument("--steps", type=positive_int, default=500, help="default: %(default)s")
     e.add_argument("--no-progress", action="store_true", help="no progress bars")
     e.set_defaults(func=run_emt_benchmark)
-

@@ -76,46 +76,55 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     """κ of one structure (exit status 1 when it failed) or, with --batch, of this shard's share."""
-    import numpy as np
+    return _run_batch(args) if args.batch else _run_one(args)
+
+
+def _run_batch(args) -> int:
+    """--batch: this shard's materials, the merged results once every shard is done, κ_SRME."""
+    from mlip.workflows.kappa_batch import read_kappa_structures, run_kappa_batch, score_kappa_batch
 
     out_dir = Path(args.out_dir)
     temperature = args.temperatures[0]
-    if args.batch:
-        from mlip.workflows.kappa_batch import read_kappa_structures, run_kappa_batch, score_kappa_batch
-
-        try:
-            items = read_kappa_structures(args.structure, format=args.format)
-        except ValueError as err:
-            raise CLIError(str(err)) from None
-        for flag in ("fc2_supercell", "fc3_supercell", "mesh"):
-            if getattr(args, flag) is not None:
-                raise CLIError(f"--{flag.replace('_', '-')} is not used with --batch: each structure carries "
-                               f"its own in atoms.info")
-        calc, label = load_model(args.model, args.device, "float64")
-        for mid, atoms in items:
-            check_species(atoms, calc, f"{args.structure} ({mid})")
-        print(f"model:     {label} ({calc_label(calc)})")
-        print(f"batch:     {args.structure} ({len(items)} materials) -> {out_dir}/", flush=True)
-        counts = run_kappa_batch(items, calc, out_dir, n_shards=args.n_shards, shard_index=args.shard_index,
-                                 progress=not args.no_progress, **_kappa_kwargs(args))
-        print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} materials, "
-              f"{counts['skipped']} already done, {counts['computed']} computed ({counts['failed']} crashed)")
-        if counts["merged"] is None:
-            print("other shards still running: rerun any shard (or the whole file) to merge when they finish")
-            return 0
-        print(f"wrote:     {counts['merged']}")
-        if args.reference:
-            scores = score_kappa_batch(counts["merged"], args.reference, temperature)
-            _print_scores(scores, temperature)
-            path = out_dir / "kappa_srme.json"
-            from mlip.io import write_json
-
-            write_json(path, scores)
-            print(f"wrote:     {path}")
+    try:
+        items = read_kappa_structures(args.structure, format=args.format)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    for flag in ("fc2_supercell", "fc3_supercell", "mesh"):
+        if getattr(args, flag) is not None:
+            raise CLIError(f"--{flag.replace('_', '-')} is not used with --batch: each structure carries "
+                           f"its own in atoms.info")
+    calc, label = load_model(args.model, args.device, "float64")
+    for mid, atoms in items:
+        check_species(atoms, calc, f"{args.structure} ({mid})")
+    print(f"model:     {label} ({calc_label(calc)})")
+    print(f"batch:     {args.structure} ({len(items)} materials) -> {out_dir}/", flush=True)
+    counts = run_kappa_batch(items, calc, out_dir, n_shards=args.n_shards, shard_index=args.shard_index,
+                             progress=not args.no_progress, **_kappa_kwargs(args))
+    print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} materials, "
+          f"{counts['skipped']} already done, {counts['computed']} computed ({counts['failed']} crashed)")
+    if counts["merged"] is None:
+        print("other shards still running: rerun any shard (or the whole file) to merge when they finish")
         return 0
+    print(f"wrote:     {counts['merged']}")
+    if args.reference:
+        scores = score_kappa_batch(counts["merged"], args.reference, temperature)
+        _print_scores(scores, temperature)
+        from mlip.io import write_json
+
+        path = out_dir / "kappa_srme.json"
+        write_json(path, scores)
+        print(f"wrote:     {path}")
+    return 0
+
+
+def _run_one(args) -> int:
+    """One structure: κ at each temperature, kappa.json, κ_SRME against a reference kappa.json."""
+    import numpy as np
 
     from mlip.workflows.kappa import run_kappa
 
+    out_dir = Path(args.out_dir)
+    temperature = args.temperatures[0]
     atoms = read_structure(args.structure, args.index, args.format)
     calc, label = load_model(args.model, args.device, "float64")
     check_species(atoms, calc, args.structure)

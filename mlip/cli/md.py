@@ -41,17 +41,7 @@ def run(args) -> int:
     """Run the dynamics and write md.traj, md.log, energy.png and md_summary.json to --out-dir."""
     from mlip.workflows.md import run_md, save_energy_plot
 
-    atoms = read_structure(args.structure, args.index, args.format)
-    if args.supercell:
-        reps = list(args.supercell)
-        if len(reps) == 1:
-            reps = reps * 3
-        if len(reps) != 3 or any(r < 1 for r in reps):
-            raise CLIError(f"--supercell expects 1 or 3 positive integers, got {args.supercell}")
-        bad = [ax for ax, r, periodic in zip("abc", reps, atoms.pbc) if r > 1 and not periodic]
-        if bad:
-            raise CLIError(f"--supercell repeats along non-periodic direction(s) {', '.join(bad)}")
-        atoms = atoms.repeat(reps)
+    atoms = _repeated(read_structure(args.structure, args.index, args.format), args.supercell)
     out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
     earlier = [name for name in MD_OUTPUTS if (out_dir / name).exists()]
     if earlier and not args.overwrite:
@@ -66,18 +56,7 @@ def run(args) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise CLIError(f"cannot create output directory {str(out_dir)!r}: {err}") from None
-    extra = ""
-    if args.ensemble == "nvt":
-        extra = f", friction {args.friction:g} 1/fs"
-    elif args.ensemble == "npt":
-        extra = f", pressure {args.pressure:g} GPa, {args.barostat} barostat"
-    print(f"model:     {label} ({calc_label(calc)})")
-    print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})")
-    print(
-        f"md:        {args.ensemble.upper()}, T {args.temperature:g} K, dt {args.timestep:g} fs, "
-        f"{args.steps} steps{extra}",
-        flush=True,
-    )
+    _print_settings(args, atoms, calc, label)
     result = run_md(
         atoms,
         calc,
@@ -94,6 +73,49 @@ def run(args) -> int:
         progress=not args.no_progress,
         barostat=args.barostat,
     )
+    _write_summary(args, calc, label, result, out_dir / "md_summary.json")
+    plot_note = ""
+    try:
+        save_energy_plot(result, out_dir / "energy.png")
+    except ImportError as err:
+        plot_note = f" (energy.png skipped: {err})"
+    _print_result(args, result)
+    print(f"wrote:     {out_dir}/ md.traj md.log energy.png md_summary.json{plot_note}")
+    return 0
+
+
+def _repeated(atoms, supercell):
+    """``atoms`` repeated ``--supercell`` times (1 or 3 positive integers, periodic directions only)."""
+    if not supercell:
+        return atoms
+    reps = list(supercell)
+    if len(reps) == 1:
+        reps = reps * 3
+    if len(reps) != 3 or any(r < 1 for r in reps):
+        raise CLIError(f"--supercell expects 1 or 3 positive integers, got {supercell}")
+    bad = [ax for ax, r, periodic in zip("abc", reps, atoms.pbc) if r > 1 and not periodic]
+    if bad:
+        raise CLIError(f"--supercell repeats along non-periodic direction(s) {', '.join(bad)}")
+    return atoms.repeat(reps)
+
+
+def _print_settings(args, atoms, calc, label: str) -> None:
+    extra = ""
+    if args.ensemble == "nvt":
+        extra = f", friction {args.friction:g} 1/fs"
+    elif args.ensemble == "npt":
+        extra = f", pressure {args.pressure:g} GPa, {args.barostat} barostat"
+    print(f"model:     {label} ({calc_label(calc)})")
+    print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})")
+    print(
+        f"md:        {args.ensemble.upper()}, T {args.temperature:g} K, dt {args.timestep:g} fs, "
+        f"{args.steps} steps{extra}",
+        flush=True,
+    )
+
+
+def _write_summary(args, calc, label: str, result, path: Path) -> None:
+    """md_summary.json: the model, the structure, the settings and the :class:`MDResult`."""
     from mlip.workflows.model_loading import is_untrained
 
     summary = {
@@ -114,13 +136,11 @@ def run(args) -> int:
         },
         **result.to_dict(),
     }
-    with open(out_dir / "md_summary.json", "w") as fh:
+    with open(path, "w") as fh:
         json.dump(summary, fh, indent=2)
-    plot_note = ""
-    try:
-        save_energy_plot(result, out_dir / "energy.png")
-    except ImportError as err:
-        plot_note = f" (energy.png skipped: {err})"
+
+
+def _print_result(args, result) -> None:
     temps = result.temperatures
     print(f"final T:   {temps[-1]:.1f} K (mean {temps.mean():.1f} K over {len(temps)} frames)")
     if args.ensemble == "nve":
@@ -132,5 +152,3 @@ def run(args) -> int:
         print(f"volume:    {result.volumes[0]:.3f} -> {result.volumes[-1]:.3f} Å^3")
         if result.drift_mev_per_atom_per_ps is not None:
             print(f"MTK conserved-energy drift: {result.drift_mev_per_atom_per_ps:+.4f} meV/atom/ps")
-    print(f"wrote:     {out_dir}/ md.traj md.log energy.png md_summary.json{plot_note}")
-    return 0
