@@ -375,13 +375,13 @@ def test_broken_symmetry_stops_before_fc3_and_scores_two(monkeypatch, wigner11):
     """A relaxation that changes the space group (simulated) stops before fc3, as in the protocol."""
     import mlip.workflows.kappa as kappa_module
 
-    original = kappa_module._relaxed
+    original = kappa_module.cached_relaxation
 
     def broken(*args, **kwargs):
-        atoms, info, sg0, _ = original(*args, **kwargs)
-        return atoms, info, sg0, "P1 (1)"
+        relaxation = original(*args, **kwargs)
+        return relaxation._replace(info={**relaxation.info, "spacegroup_final": "P1 (1)"})
 
-    monkeypatch.setattr(kappa_module, "_relaxed", broken)
+    monkeypatch.setattr(kappa_module, "cached_relaxation", broken)
     calc = CountingEMT()
     kwargs = dict(fc2_supercell=2, fc3_supercell=2, mesh=5, progress=False, raise_errors=True)
     r = run_kappa(cu_conventional(), calc, **kwargs)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -431,9 +431,7 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
 
 def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_samples, valid_samples,
            resume: bool, progress: bool, changes: Dict[str, list]) -> TrainResult:
-    import mlip
-    from mlip.models import create_model
-
+    """The run itself (see :func:`train`): data, model, optimiser, resumed state, then the epochs."""
     progress = progress and dist.is_main
     if train_samples is None:
         if not config.data.train:
@@ -450,6 +448,58 @@ def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_sampl
         raise ValueError("the training set is empty")
     for i, s in enumerate(train_samples):
         labels_of(s, f"training structure {i}")
+
+    potential, scale, scale_kind = _build_potential(config, dist, train_samples, valid_samples)
+    optimizer, ema = _make_optimizer(config, potential)
+    run = _start_or_resume(config, dist, out_dir, resume, changes, potential, optimizer, ema,
+                           len(train_samples), len(valid_samples))
+    metadata = {
+        "trained": True,
+        "training": {"config": config.to_dict(), "n_train": len(train_samples), "n_valid": len(valid_samples),
+                     "output_scale": scale, "output_scale_from": scale_kind},
+    }
+
+    # Elapsed minutes (metric and max_minutes budget) continue those of the run before a resume.
+    t_start = time.perf_counter() - 60 * run.minutes_before
+    spent = resume and config.max_minutes is not None and run.minutes_before > config.max_minutes
+    if spent and run.start_epoch < config.epochs:
+        if dist.is_main:
+            print(f"the run has used {run.minutes_before:.3g} of its max_minutes {config.max_minutes:g}: "
+                  "no epoch run; raise max_minutes to continue", flush=True)
+        run.start_epoch = config.epochs  # nothing to run
+    for epoch in range(run.start_epoch, config.epochs):
+        train_loss = _train_epoch(config, dist, potential, optimizer, ema, train_samples, epoch, run, scale,
+                                  progress)
+        potential.eval()
+        if not dist.is_main:
+            dist.barrier()
+            if dist.broadcast_flag(False):
+                break
+            continue
+        record = _validate_and_save(config, potential, ema, valid_samples, dist.device, out_dir, epoch, run,
+                                    train_loss, optimizer, scale, metadata, t_start)
+        run.history.append(record)
+        write_json(out_dir / "metrics.json", run.history)
+        _save_state(out_dir / STATE_NAME, potential, optimizer, ema,
+                    {"epoch": epoch + 1, "step": run.step, "best_loss": run.best_loss, "history": run.history,
+                     "minutes": record["minutes"], "n_train": len(train_samples),
+                     "n_valid": len(valid_samples)})
+        _print_epoch(record, epoch, config.epochs)
+        dist.barrier()
+        stop = config.max_minutes is not None and (time.perf_counter() - t_start) / 60 > config.max_minutes
+        if dist.broadcast_flag(stop):
+            break
+    dist.close()
+    return TrainResult(best=out_dir / "best.safetensors", last=out_dir / "last.safetensors",
+                       history=run.history, epochs_run=len(run.history), resumed_from=run.resumed_from)
+
+
+def _build_potential(config: TrainConfig, dist: "_Distributed", train_samples: list, valid_samples: list):
+    """The model of ``config.model`` with its starting weights (``init_from``,
+    ``init_embedded_atom_from`` or the seed), reference energies and output scale, on the run's
+    device and dtype, the embedded-atom term frozen on request. Returns (potential, output scale,
+    where the scale came from)."""
+    from mlip.models import create_model
 
     model_args = dict(config.model)
     name = model_args.pop("name")
@@ -485,7 +535,12 @@ def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_sampl
                              "(a transformer with terms: {embedded_atom: ...})")
         for p in term.parameters():
             p.requires_grad_(False)
+    return potential, scale, scale_kind
 
+
+def _make_optimizer(config: TrainConfig, potential):
+    """AdamW (no weight decay on biases, norms and embeddings; frozen parameters left out) and the
+    EMA of the weights. Returns (optimizer, ema)."""
     oc = config.optimizer
     decay, no_decay = [], []
     for pname, p in potential.named_parameters():
@@ -493,152 +548,163 @@ def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_sampl
             continue  # frozen (freeze_embedded_atom)
         (no_decay if p.ndim < 2 or "embedding" in pname else decay).append(p)
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": oc.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=oc.lr, betas=tuple(oc.betas))
-    ema = ExponentialMovingAverage(potential, oc.ema_decay)
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=oc.lr, betas=tuple(oc.betas))
+    return optimizer, ExponentialMovingAverage(potential, oc.ema_decay)
+
+
+@dataclass
+class _RunState:
+    """Where a run stands: the first epoch to run, optimiser steps taken, the best validation loss,
+    the per-epoch history, the epoch a resume started from and the minutes spent before it."""
+
+    start_epoch: int = 0
+    step: int = 0
+    best_loss: float = float("inf")
+    history: List[dict] = field(default_factory=list)
+    resumed_from: Optional[int] = None
+    minutes_before: float = 0.0
+
+
+def _start_or_resume(config: TrainConfig, dist: "_Distributed", out_dir: Path, resume: bool,
+                     changes: Dict[str, list], potential, optimizer, ema, n_train: int,
+                     n_valid: int) -> _RunState:
+    """A fresh :class:`_RunState`, or with ``resume`` the one of ``out_dir``'s train state (whose
+    weights, optimiser moments and EMA are loaded); a resume with other data sizes is refused."""
+    run = _RunState()
+    if not resume:
+        return run
+    meta = _load_state(out_dir / STATE_NAME, potential, optimizer, ema)
+    run.start_epoch, run.step, run.best_loss = meta["epoch"], meta["step"], meta["best_loss"]
+    run.resumed_from = run.start_epoch
+    run.history = meta.get("history", [])
+    # a state written before "minutes" was stored: the last epoch's metric
+    run.minutes_before = float(meta.get("minutes", run.history[-1]["minutes"] if run.history else 0.0))
+    sizes = {"training": n_train, "validation": n_valid}
+    before = {"training": meta.get("n_train"), "validation": meta.get("n_valid")}
+    differ = [f"{what} set {before[what]} -> {n}" for what, n in sizes.items()
+              if before[what] is not None and before[what] != n]
+    if differ:
+        raise ValueError(f"cannot resume {str(out_dir)!r}: the data differ from the run's "
+                         f"({', '.join(differ)} structures); resume with the run's data or start "
+                         "a new run")
+    if dist.is_main:
+        _record_resume(config, out_dir, changes, run.start_epoch)
+    return run
+
+
+def _train_epoch(config: TrainConfig, dist: "_Distributed", potential, optimizer, ema, train_samples: list,
+                 epoch: int, run: _RunState, scale: float, progress: bool) -> float:
+    """One pass over the shuffled training set (``run.step`` advances per batch); returns the mean
+    training loss over this process's batches."""
+    import mlip
+
+    oc = config.optimizer
+    dtype = getattr(torch, config.dtype)
+    device = dist.device
     steps_per_epoch = math.ceil(len(train_samples) / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
     warmup = int(round(oc.warmup_fraction * total_steps))
-
-    history: List[dict] = []
-    start_epoch, step, best_loss = 0, 0, float("inf")
-    resumed_from = None
-    state_path = out_dir / STATE_NAME
-    minutes_before = 0.0  # training time of the run before this resume
-    if resume:
-        meta = _load_state(state_path, potential, optimizer, ema)
-        start_epoch, step, best_loss = meta["epoch"], meta["step"], meta["best_loss"]
-        resumed_from = start_epoch
-        history = meta.get("history", [])
-        # a state written before "minutes" was stored: the last epoch's metric
-        minutes_before = float(meta.get("minutes", history[-1]["minutes"] if history else 0.0))
-        sizes = {"training": len(train_samples), "validation": len(valid_samples)}
-        before = {"training": meta.get("n_train"), "validation": meta.get("n_valid")}
-        differ = [f"{what} set {before[what]} -> {n}" for what, n in sizes.items()
-                  if before[what] is not None and before[what] != n]
-        if differ:
-            raise ValueError(f"cannot resume {str(out_dir)!r}: the data differ from the run's "
-                             f"({', '.join(differ)} structures); resume with the run's data or start "
-                             "a new run")
-        if dist.is_main:
-            _record_resume(config, out_dir, changes, start_epoch)
-    metadata = {
-        "trained": True,
-        "training": {"config": config.to_dict(), "n_train": len(train_samples), "n_valid": len(valid_samples),
-                     "output_scale": scale, "output_scale_from": scale_kind},
-    }
-
-    # Elapsed minutes (metric and max_minutes budget) continue those of the run before a resume.
-    t_start = time.perf_counter() - 60 * minutes_before
-    spent = resume and config.max_minutes is not None and minutes_before > config.max_minutes
-    if spent and start_epoch < config.epochs:
-        if dist.is_main:
-            print(f"the run has used {minutes_before:.3g} of its max_minutes {config.max_minutes:g}: "
-                  "no epoch run; raise max_minutes to continue", flush=True)
-        start_epoch = config.epochs  # nothing to run
     # A zero weight skips that derivative: an energy-only step (no forces, no stress) needs no
     # double backward and costs about a third of a full one.
     want_forces = config.loss.forces_weight > 0
     want_stress = config.loss.stress_weight > 0
-    for epoch in range(start_epoch, config.epochs):
-        potential.train()
-        order = np.random.default_rng([config.seed, epoch]).permutation(len(train_samples))
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+    potential.train()
+    order = np.random.default_rng([config.seed, epoch]).permutation(len(train_samples))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
 
-            bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch",
-                       dynamic_ncols=True, leave=False)
-        running, n_batches = 0.0, 0
-        for b in range(steps_per_epoch):
-            batch = order[b * config.batch_size:(b + 1) * config.batch_size]
-            # Each process takes every world_size-th structure of the global batch; the losses are
-            # sums divided by global counts and the gradients are summed, so the update equals
-            # that of one process on the whole batch.
-            chunk = [train_samples[i] for i in batch[dist.rank::dist.world_size]]
-            if config.augment_rotations:  # the same rotations whatever the number of processes
-                rotations = rotate_batch([train_samples[i] for i in batch],
-                                         np.random.default_rng([config.seed, epoch, b, 1]))
-                chunk = rotations[dist.rank::dist.world_size]
-            optimizer.zero_grad(set_to_none=True)
-            if chunk:
-                graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype, device=device)
-                target = _batch_targets(chunk, dtype, device)
-                out = potential(graph, compute_forces=want_forces, compute_stress=want_stress,
-                                create_graph=want_forces or want_stress)
-                terms = loss_sums(out, target, scale, config)
-            else:
-                terms = {}
-            counts = dist.sum_counts({k: float(n) for k, (_, n) in terms.items()}, ("energy", "forces", "stress"))
-            loss, _ = combine_loss(terms, counts, config)
-            if isinstance(loss, torch.Tensor) and loss.requires_grad:
-                loss.backward()
-            dist.sum_gradients(potential)
-            loss_value = dist.sum_scalar(float(loss.detach()) if isinstance(loss, torch.Tensor) else 0.0)
-            if not math.isfinite(loss_value):
-                raise RuntimeError(f"non-finite loss at epoch {epoch + 1}, batch {b + 1}")
-            for group in optimizer.param_groups:
-                group["lr"] = oc.lr * warmup_cosine(step, total_steps, warmup, oc.min_lr_factor)
-            torch.nn.utils.clip_grad_norm_(potential.parameters(), oc.clip_norm)
-            optimizer.step()
-            ema.update(potential)
-            step += 1
-            running += loss_value
-            n_batches += 1
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{running / n_batches:.4g}", refresh=False)
+        bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch",
+                   dynamic_ncols=True, leave=False)
+    running, n_batches = 0.0, 0
+    for b in range(steps_per_epoch):
+        batch = order[b * config.batch_size:(b + 1) * config.batch_size]
+        # Each process takes every world_size-th structure of the global batch; the losses are
+        # sums divided by global counts and the gradients are summed, so the update equals
+        # that of one process on the whole batch.
+        chunk = [train_samples[i] for i in batch[dist.rank::dist.world_size]]
+        if config.augment_rotations:  # the same rotations whatever the number of processes
+            rotations = rotate_batch([train_samples[i] for i in batch],
+                                     np.random.default_rng([config.seed, epoch, b, 1]))
+            chunk = rotations[dist.rank::dist.world_size]
+        optimizer.zero_grad(set_to_none=True)
+        if chunk:
+            graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype,
+                                     device=device)
+            target = _batch_targets(chunk, dtype, device)
+            out = potential(graph, compute_forces=want_forces, compute_stress=want_stress,
+                            create_graph=want_forces or want_stress)
+            terms = loss_sums(out, target, scale, config)
+        else:
+            terms = {}
+        counts = dist.sum_counts({k: float(n) for k, (_, n) in terms.items()}, ("energy", "forces", "stress"))
+        loss, _ = combine_loss(terms, counts, config)
+        if isinstance(loss, torch.Tensor) and loss.requires_grad:
+            loss.backward()
+        dist.sum_gradients(potential)
+        loss_value = dist.sum_scalar(float(loss.detach()) if isinstance(loss, torch.Tensor) else 0.0)
+        if not math.isfinite(loss_value):
+            raise RuntimeError(f"non-finite loss at epoch {epoch + 1}, batch {b + 1}")
+        for group in optimizer.param_groups:
+            group["lr"] = oc.lr * warmup_cosine(run.step, total_steps, warmup, oc.min_lr_factor)
+        torch.nn.utils.clip_grad_norm_(potential.parameters(), oc.clip_norm)
+        optimizer.step()
+        ema.update(potential)
+        run.step += 1
+        running += loss_value
+        n_batches += 1
         if bar is not None:
-            bar.close()
-        potential.eval()
-        if not dist.is_main:
-            dist.barrier()
-            if dist.broadcast_flag(False):
-                break
-            continue
-        with ema.swapped(potential):
-            record = {"epoch": epoch + 1, "step": step, "train_loss": running / max(n_batches, 1),
-                      "lr": optimizer.param_groups[0]["lr"], "minutes": (time.perf_counter() - t_start) / 60}
-            if valid_samples:
-                # One pass gives the metrics and the loss (in eval_dtype).
-                losses = []
-                eval_dtype = getattr(torch, config.eval_dtype)
+            bar.update(1)
+            bar.set_postfix(loss=f"{running / n_batches:.4g}", refresh=False)
+    if bar is not None:
+        bar.close()
+    return running / max(n_batches, 1)
 
-                def batch_loss(out, chunk):
-                    loss, _ = loss_terms(out, _batch_targets(chunk, eval_dtype, device), scale, config)
-                    losses.append((float(loss), len(chunk)))
 
-                metrics = evaluate(potential, valid_samples, config.batch_size, config.eval_dtype, device, batch_loss)
-                potential.to(dtype)
-                record.update({f"valid_{k}": v for k, v in metrics.items()})
-                valid_loss = sum(v * n for v, n in losses) / max(sum(n for _, n in losses), 1)
-                record["valid_loss"] = valid_loss
-            else:
-                valid_loss = record["train_loss"]
-            # a quantity the validation set has no labels for (stress of molecules) has NaN errors: null in JSON
-            potential.metadata = dict(metadata, epoch=epoch + 1, metrics=jsonable(record))
-            save_potential(potential, out_dir / "last.safetensors")
-            if valid_loss < best_loss:
-                best_loss = valid_loss
-                save_potential(potential, out_dir / "best.safetensors")
-        history.append(record)
-        write_json(out_dir / "metrics.json", history)
-        _save_state(state_path, potential, optimizer, ema,
-                    {"epoch": epoch + 1, "step": step, "best_loss": best_loss, "history": history,
-                     "minutes": record["minutes"], "n_train": len(train_samples),
-                     "n_valid": len(valid_samples)})
-        # One line per epoch, with or without the progress bar: logs of batch jobs show progress.
-        shown = {k: v for k, v in record.items() if k.startswith("valid_") and "mae" in k}
-        valid_text = f" valid {record['valid_loss']:.4g}" if "valid_loss" in record else ""
-        print(f"epoch {epoch + 1}/{config.epochs}: loss {record['train_loss']:.4g}{valid_text} "
-              + "".join(f"{k[6:]}={v:.3g} " for k, v in shown.items())
-              + f"({record['minutes']:.2f} min)", flush=True)
-        dist.barrier()
-        stop = config.max_minutes is not None and (time.perf_counter() - t_start) / 60 > config.max_minutes
-        if dist.broadcast_flag(stop):
-            break
-    dist.close()
-    return TrainResult(best=out_dir / "best.safetensors", last=out_dir / "last.safetensors", history=history,
-                       epochs_run=len(history), resumed_from=resumed_from)
+def _validate_and_save(config: TrainConfig, potential, ema, valid_samples: list, device, out_dir: Path,
+                       epoch: int, run: _RunState, train_loss: float, optimizer, scale: float, metadata: dict,
+                       t_start: float) -> dict:
+    """With the EMA weights: the validation metrics and loss (in ``eval_dtype``), then the last
+    checkpoint and, when the validation loss (or without validation data the training loss) is
+    the lowest so far, the best one (``run.best_loss`` follows). Returns the epoch's record."""
+    dtype = getattr(torch, config.dtype)
+    with ema.swapped(potential):
+        record = {"epoch": epoch + 1, "step": run.step, "train_loss": train_loss,
+                  "lr": optimizer.param_groups[0]["lr"], "minutes": (time.perf_counter() - t_start) / 60}
+        if valid_samples:
+            # One pass gives the metrics and the loss (in eval_dtype).
+            losses = []
+            eval_dtype = getattr(torch, config.eval_dtype)
+
+            def batch_loss(out, chunk):
+                loss, _ = loss_terms(out, _batch_targets(chunk, eval_dtype, device), scale, config)
+                losses.append((float(loss), len(chunk)))
+
+            metrics = evaluate(potential, valid_samples, config.batch_size, config.eval_dtype, device,
+                               batch_loss)
+            potential.to(dtype)
+            record.update({f"valid_{k}": v for k, v in metrics.items()})
+            valid_loss = sum(v * n for v, n in losses) / max(sum(n for _, n in losses), 1)
+            record["valid_loss"] = valid_loss
+        else:
+            valid_loss = record["train_loss"]
+        # a quantity the validation set has no labels for (stress of molecules) has NaN errors: null in JSON
+        potential.metadata = dict(metadata, epoch=epoch + 1, metrics=jsonable(record))
+        save_potential(potential, out_dir / "last.safetensors")
+        if valid_loss < run.best_loss:
+            run.best_loss = valid_loss
+            save_potential(potential, out_dir / "best.safetensors")
+    return record
+
+
+def _print_epoch(record: dict, epoch: int, epochs: int) -> None:
+    """One line per epoch, with or without the progress bar: logs of batch jobs show progress."""
+    shown = {k: v for k, v in record.items() if k.startswith("valid_") and "mae" in k}
+    valid_text = f" valid {record['valid_loss']:.4g}" if "valid_loss" in record else ""
+    print(f"epoch {epoch + 1}/{epochs}: loss {record['train_loss']:.4g}{valid_text} "
+          + "".join(f"{k[6:]}={v:.3g} " for k, v in shown.items())
+          + f"({record['minutes']:.2f} min)", flush=True)
 
 
 class _Distributed:

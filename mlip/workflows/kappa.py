@@ -565,40 +565,18 @@ def run_kappa(
     from mlip.workflows.phonopy_utils import import_phono3py
 
     t_start = time.perf_counter()
-    # ---------------------------------------------------------------- validate input
-    check_force_constant_inputs(atoms, workflow="the thermal-conductivity workflow",
-                                displacement=displacement, symprec=symprec,
-                                fix_symmetry_symprec=fix_symmetry_symprec, relax=relax, fmax=fmax,
-                                relax_steps=relax_steps)
-    method = str(method).lower()
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    temps = _parse_temperatures(temperatures)
-    if boundary_mfp is not None and not (boundary_mfp > 0 and math.isfinite(boundary_mfp)):
-        raise ValueError(f"boundary_mfp must be a positive length in µm or None, got {boundary_mfp!r}")
-    info = atoms.info or {}
-    fc3_value = fc3_supercell if fc3_supercell is not None else info.get("fc3_supercell")
-    fc2_value = fc2_supercell if fc2_supercell is not None else info.get("fc2_supercell")
-    mesh_value = mesh if mesh is not None else info.get("q_point_mesh", DEFAULT_MESH)
-    mesh_list = _parse_mesh(mesh_value)
+    method, temps, mesh_list = _check_kappa_arguments(atoms, mesh, displacement, temperatures, method,
+                                                      boundary_mfp, relax, fmax, relax_steps, symprec,
+                                                      fix_symmetry_symprec)
     import_phono3py()
-
     calc = float64_calculator(calculator)
     cutoff = calculator_cutoff(calc)
-
     unit = atoms.copy()
     unit.calc = None
     unit.set_constraint()
     unit.info = {}
-    if fc3_value is None:
-        fc3_matrix = suggest_supercell(unit, min_supercell_width(unit, 3, cutoff)[0])
-    else:
-        fc3_matrix = parse_supercell(fc3_value, "fc3_supercell")
-    fc2_matrix = fc3_matrix.copy() if fc2_value is None else parse_supercell(fc2_value, "fc2_supercell")
-    if check_supercells:
-        check_supercell(unit, fc3_matrix, 3, cutoff)
-        check_supercell(unit, fc2_matrix, 2, cutoff)
-
+    fc2_matrix, fc3_matrix = _supercells(unit, atoms.info or {}, fc2_supercell, fc3_supercell, cutoff,
+                                         check_supercells)
     settings = {
         "fc2_supercell": fc2_matrix.tolist(),
         "fc3_supercell": fc3_matrix.tolist(),
@@ -649,20 +627,44 @@ def run_kappa(
     return result
 
 
+def _check_kappa_arguments(atoms: Atoms, mesh, displacement, temperatures, method, boundary_mfp, relax, fmax,
+                           relax_steps, symprec, fix_symmetry_symprec) -> Tuple[str, List[float], List[int]]:
+    """Refuse arguments :func:`run_kappa` cannot use (ValueError naming the argument); returns
+    (method in lower case, temperatures, q-mesh: ``mesh``, else ``atoms.info``, else 20³)."""
+    check_force_constant_inputs(atoms, workflow="the thermal-conductivity workflow",
+                                displacement=displacement, symprec=symprec,
+                                fix_symmetry_symprec=fix_symmetry_symprec, relax=relax, fmax=fmax,
+                                relax_steps=relax_steps)
+    method = str(method).lower()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    temps = _parse_temperatures(temperatures)
+    if boundary_mfp is not None and not (boundary_mfp > 0 and math.isfinite(boundary_mfp)):
+        raise ValueError(f"boundary_mfp must be a positive length in µm or None, got {boundary_mfp!r}")
+    mesh_value = mesh if mesh is not None else (atoms.info or {}).get("q_point_mesh", DEFAULT_MESH)
+    return method, temps, _parse_mesh(mesh_value)
+
+
+def _supercells(unit: Atoms, info: dict, fc2_supercell, fc3_supercell, cutoff: Optional[float],
+                check_supercells: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """The fc2 and fc3 supercell matrices [3, 3]: given, else from ``info`` (the structure's
+    ``atoms.info``), else for fc3 :func:`suggest_supercell` at the minimum width and for fc2 the fc3
+    one; too small ones are refused (:func:`check_supercell`) when ``check_supercells``."""
+    fc3_value = fc3_supercell if fc3_supercell is not None else info.get("fc3_supercell")
+    fc2_value = fc2_supercell if fc2_supercell is not None else info.get("fc2_supercell")
+    if fc3_value is None:
+        fc3_matrix = suggest_supercell(unit, min_supercell_width(unit, 3, cutoff)[0])
+    else:
+        fc3_matrix = parse_supercell(fc3_value, "fc3_supercell")
+    fc2_matrix = fc3_matrix.copy() if fc2_value is None else parse_supercell(fc2_value, "fc2_supercell")
+    if check_supercells:
+        check_supercell(unit, fc3_matrix, 3, cutoff)
+        check_supercell(unit, fc2_matrix, 2, cutoff)
+    return fc2_matrix, fc3_matrix
+
+
 def _is_cache_error(err: Exception) -> bool:
     return isinstance(err, ValueError) and "use another output folder" in str(err)
-
-
-def _relaxed(unit: Atoms, calc, cache: Optional[Path], *, fmax, steps, symprec, fix_symmetry_symprec,
-             progress) -> Tuple[Atoms, dict, str, str]:
-    """Symmetry-preserving relaxation without shear, reused from ``cache`` when input and settings
-    match (:func:`mlip.workflows.run_cache.cached_relaxation`). Returns (relaxed cell, relaxation
-    info, space group before, after); no warnings: a changed space group is the result's status."""
-    relaxation = cached_relaxation(unit, calc, cache, fmax=fmax, steps=steps, symprec=symprec,
-                                   fix_symmetry_symprec=fix_symmetry_symprec, cell_mask=NO_SHEAR_CELL_MASK,
-                                   key_extra={"cell_mask": list(NO_SHEAR_CELL_MASK)}, progress=progress)
-    info = {key: relaxation.info[key] for key in ("converged", "n_steps", "energy_eV", "fmax_final_eV_per_A")}
-    return relaxation.atoms, info, relaxation.info["spacegroup_initial"], relaxation.info["spacegroup_final"]
 
 
 def has_imaginary_modes(frequencies: np.ndarray, gamma_index: int = 0,
@@ -687,35 +689,75 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
                 stop_on_broken_symmetry, log: Callable[[str], None]) -> None:
     """Relaxation, fc2, imaginary-mode check, fc3 and conductivity, filling ``result`` in place
     (``result.failed_stage`` tracks the stage in case of an exception)."""
-    from phono3py import Phono3py
-
-    from mlip.workflows.displacement_forces import displacement_forces
-    from mlip.workflows.phonopy_utils import to_ase_atoms, to_phonopy_atoms
-    from mlip.workflows.relax import spacegroup
-
-    timings = result.timings
-    # ---------------------------------------------------------------- relaxation
     result.failed_stage = "relax"
     t0 = time.perf_counter()
-    if relax:
-        log(f"stage relax: symmetry-preserving relaxation, fmax {fmax:g} eV/Å, at most {relax_steps} steps")
-        unit, info, sg0, sg1 = _relaxed(result.atoms, calc, cache, fmax=fmax, steps=relax_steps,
-                                        symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec,
-                                        progress=progress)
-        result.atoms, result.relaxation = unit, info
-        result.spacegroup_initial, result.spacegroup_final = sg0, sg1
-        result.symmetry_broken = sg0 is not None and sg1 is not None and sg0 != sg1
-    else:
-        result.spacegroup_initial = result.spacegroup_final = spacegroup(result.atoms, symprec)
-    timings["relax"] = time.perf_counter() - t0
-    unit = result.atoms
+    _relax_stage(result, calc, cache, relax=relax, fmax=fmax, relax_steps=relax_steps, symprec=symprec,
+                 fix_symmetry_symprec=fix_symmetry_symprec, progress=progress, log=log)
+    result.timings["relax"] = time.perf_counter() - t0
 
-    # ---------------------------------------------------------------- phono3py set-up
     result.failed_stage = "fc2"
+    ph3 = _phono3py(result, symprec, displacement)
+    t0 = time.perf_counter()
+    _fc2_stage(result, ph3, calc, cache, progress, log)
+    result.timings["fc2"] = time.perf_counter() - t0
+    if result.imaginary_modes or (result.symmetry_broken and stop_on_broken_symmetry):
+        return
+
+    result.failed_stage = "fc3"
+    t0 = time.perf_counter()
+    _fc3_stage(result, ph3, calc, cache, progress, log)
+    result.timings["fc3"] = time.perf_counter() - t0
+
+    result.failed_stage = "conductivity"
+    log(f"stage conductivity: {result.method}, q-mesh {result.mesh}, "
+        f"{', '.join(f'{t:g}' for t in result.temperatures)} K")
+    t0 = time.perf_counter()
+    ph3.init_phph_interaction()
+    ph3.run_thermal_conductivity(
+        is_LBTE=result.method == "lbte",
+        temperatures=list(result.temperatures),
+        is_isotope=bool(isotopes),
+        boundary_mfp=boundary_mfp,
+        transport_type="SMM19" if result.method == "wigner" else None,
+    )
+    _collect_conductivity(result, ph3.thermal_conductivity)
+    result.timings["conductivity"] = time.perf_counter() - t0
+
+
+def _relax_stage(result: KappaResult, calc, cache: Optional[Path], *, relax, fmax, relax_steps, symprec,
+                 fix_symmetry_symprec, progress, log: Callable[[str], None]) -> None:
+    """Symmetry-preserving relaxation without shear (reused from ``cache`` when input and settings
+    match), or without ``relax`` only the space group; no warnings: a changed space group is the
+    result's status."""
+    from mlip.workflows.relax import spacegroup
+
+    if not relax:
+        result.spacegroup_initial = result.spacegroup_final = spacegroup(result.atoms, symprec)
+        return
+    log(f"stage relax: symmetry-preserving relaxation, fmax {fmax:g} eV/Å, at most {relax_steps} steps")
+    relaxation = cached_relaxation(result.atoms, calc, cache, fmax=fmax, steps=relax_steps, symprec=symprec,
+                                   fix_symmetry_symprec=fix_symmetry_symprec, cell_mask=NO_SHEAR_CELL_MASK,
+                                   key_extra={"cell_mask": list(NO_SHEAR_CELL_MASK)}, progress=progress)
+    info = relaxation.info
+    sg0, sg1 = info["spacegroup_initial"], info["spacegroup_final"]
+    result.atoms = relaxation.atoms
+    result.relaxation = {key: info[key] for key in ("converged", "n_steps", "energy_eV",
+                                                    "fmax_final_eV_per_A")}
+    result.spacegroup_initial, result.spacegroup_final = sg0, sg1
+    result.symmetry_broken = sg0 is not None and sg1 is not None and sg0 != sg1
+
+
+def _phono3py(result: KappaResult, symprec: float, displacement: float):
+    """The Phono3py object of the (relaxed) unit cell with the fc2 and fc3 supercells, its
+    displacements generated; records the primitive cell's size and the supercells' widths."""
+    from phono3py import Phono3py
+
+    from mlip.workflows.phonopy_utils import to_phonopy_atoms
+
     with warnings.catch_warnings():
         # phonopy 4 notes that 'auto' picked a non-identity primitive matrix: we ask for it on purpose.
         warnings.filterwarnings("ignore", message="primitive_matrix defaulted to 'auto'")
-        ph3 = Phono3py(to_phonopy_atoms(unit), supercell_matrix=result.fc3_supercell,
+        ph3 = Phono3py(to_phonopy_atoms(result.atoms), supercell_matrix=result.fc3_supercell,
                        phonon_supercell_matrix=result.fc2_supercell, primitive_matrix="auto",
                        symprec=symprec, log_level=0)
     result.phono3py = ph3
@@ -724,9 +766,16 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     result.fc3_widths = reduced_widths(ph3.supercell.cell)
     ph3.mesh_numbers = result.mesh
     ph3.generate_displacements(distance=float(displacement))
+    return ph3
 
-    # ---------------------------------------------------------------- fc2 and imaginary modes
-    t0 = time.perf_counter()
+
+def _fc2_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: bool,
+               log: Callable[[str], None]) -> None:
+    """fc2 from the forces of the displaced fc2 supercells (resumable through ``cache/fc2``), the
+    harmonic frequencies on the q-mesh and the imaginary-mode check."""
+    from mlip.workflows.displacement_forces import displacement_forces
+    from mlip.workflows.phonopy_utils import to_ase_atoms
+
     fc2_structures = [to_ase_atoms(s) for s in ph3.phonon_supercells_with_displacements]
     result.n_displacements_fc2 = len(fc2_structures)
     log(f"stage fc2: forces of {_displaced(len(fc2_structures))} ({len(ph3.phonon_supercell)} atoms each)")
@@ -742,13 +791,15 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     gamma_index = int(np.flatnonzero(np.all(np.asarray(grid_address) == 0, axis=1))[0])
     result.lowest_frequency = float(np.nanmin(frequencies))
     result.imaginary_modes = has_imaginary_modes(frequencies, gamma_index)
-    timings["fc2"] = time.perf_counter() - t0
-    if result.imaginary_modes or (result.symmetry_broken and stop_on_broken_symmetry):
-        return
 
-    # ---------------------------------------------------------------- fc3
-    result.failed_stage = "fc3"
-    t0 = time.perf_counter()
+
+def _fc3_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: bool,
+               log: Callable[[str], None]) -> None:
+    """fc3 from the forces of the displaced fc3 supercells (resumable through ``cache/fc3``;
+    pairs phono3py skips as too far apart carry zero forces)."""
+    from mlip.workflows.displacement_forces import displacement_forces
+    from mlip.workflows.phonopy_utils import to_ase_atoms
+
     fc3_structures = [None if s is None else to_ase_atoms(s) for s in ph3.supercells_with_displacements]
     present = [k for k, s in enumerate(fc3_structures) if s is not None]
     result.n_displacements_fc3 = len(present)
@@ -763,23 +814,6 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     ph3.forces = fc3_forces
     ph3.produce_fc3()
     ph3.symmetrize_fc3()
-    timings["fc3"] = time.perf_counter() - t0
-
-    # ---------------------------------------------------------------- conductivity
-    result.failed_stage = "conductivity"
-    log(f"stage conductivity: {result.method}, q-mesh {result.mesh}, "
-        f"{', '.join(f'{t:g}' for t in result.temperatures)} K")
-    t0 = time.perf_counter()
-    ph3.init_phph_interaction()
-    ph3.run_thermal_conductivity(
-        is_LBTE=result.method == "lbte",
-        temperatures=list(result.temperatures),
-        is_isotope=bool(isotopes),
-        boundary_mfp=boundary_mfp,
-        transport_type="SMM19" if result.method == "wigner" else None,
-    )
-    _collect_conductivity(result, ph3.thermal_conductivity)
-    timings["conductivity"] = time.perf_counter() - t0
 
 
 def _collect_conductivity(result: KappaResult, tc) -> None:

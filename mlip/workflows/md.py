@@ -157,6 +157,25 @@ def run_md(
     """
     from mlip.workflows.model_loading import resolve_calculator
 
+    ensemble = _check_md_arguments(atoms, ensemble, temperature, timestep, steps, log_interval, friction,
+                                   barostat)
+    calc = resolve_calculator(calculator, dtype="float32")
+    atoms = atoms.copy()
+    atoms.calc = calc
+    rng = np.random.default_rng(seed)
+    if initialize_velocities or (initialize_velocities is None and not np.any(atoms.get_momenta())):
+        _initialise_velocities(atoms, temperature, rng)
+    dyn, added_fixcom = _make_integrator(atoms, ensemble, temperature, timestep, friction, pressure, barostat,
+                                         tdamp, pdamp, rng)
+    frames = _Frames(atoms, dyn, ensemble, timestep)
+    _run_loop(atoms, dyn, frames, ensemble, steps, log_interval, trajectory, logfile, progress, added_fixcom)
+    return frames.result(steps)
+
+
+def _check_md_arguments(atoms: Atoms, ensemble: str, temperature: float, timestep: float, steps: int,
+                        log_interval: int, friction: float, barostat: str) -> str:
+    """Refuse settings :func:`run_md` cannot run (ValueError naming the setting); returns the
+    ensemble in lower case."""
     ensemble = str(ensemble).lower()
     if ensemble not in ENSEMBLES:
         raise ValueError(f"ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
@@ -180,14 +199,14 @@ def run_md(
             raise ValueError("the MTK NPT integrator does not support constraints; remove them or use NVT")
         if barostat not in BAROSTATS:
             raise ValueError(f"barostat must be one of {', '.join(BAROSTATS)}, got {barostat!r}")
+    return ensemble
 
-    calc = resolve_calculator(calculator, dtype="float32")
-    atoms = atoms.copy()
-    atoms.calc = calc
-    rng = np.random.default_rng(seed)
-    if initialize_velocities or (initialize_velocities is None and not np.any(atoms.get_momenta())):
-        _initialise_velocities(atoms, temperature, rng)
 
+def _make_integrator(atoms: Atoms, ensemble: str, temperature: float, timestep: float, friction: float,
+                     pressure: float, barostat: str, tdamp: Optional[float], pdamp: Optional[float],
+                     rng: np.random.Generator):
+    """The ASE integrator of ``ensemble`` on ``atoms``; returns (dynamics, whether a FixCom
+    constraint was added to ``atoms``, to be removed after the run)."""
     dt = timestep * units.fs
     added_fixcom = False
     if ensemble == "nve":
@@ -221,26 +240,65 @@ def run_md(
             tdamp=(tdamp if tdamp is not None else 100 * timestep) * units.fs,
             pdamp=(pdamp if pdamp is not None else 1000 * timestep) * units.fs,
         )
+    return dyn, added_fixcom
 
-    n = len(atoms)
-    frames: dict = {k: [] for k in ("t", "epot", "ekin", "temp", "vol", "cons")}
-    conserved = getattr(dyn, "get_conserved_energy", None) if ensemble == "npt" else None
 
-    def record():
+class _Frames:
+    """The logged frames of a run: time (ps), potential and kinetic energy (eV), temperature (K),
+    volume (Å³) and the integrator's conserved energy (eV), one entry per :meth:`record`."""
+
+    def __init__(self, atoms: Atoms, dyn, ensemble: str, timestep: float):
+        self.atoms, self.dyn, self.ensemble, self.timestep = atoms, dyn, ensemble, timestep
+        self.data: dict = {k: [] for k in ("t", "epot", "ekin", "temp", "vol", "cons")}
+        self.conserved = getattr(dyn, "get_conserved_energy", None) if ensemble == "npt" else None
+
+    def record(self) -> None:
+        atoms, dyn, frames = self.atoms, self.dyn, self.data
         epot = float(atoms.get_potential_energy())
         if not math.isfinite(epot):
             raise RuntimeError(f"non-finite potential energy at MD step {dyn.nsteps}; stopping")
         ekin = float(atoms.get_kinetic_energy())
-        frames["t"].append(dyn.nsteps * timestep / 1000.0)
+        frames["t"].append(dyn.nsteps * self.timestep / 1000.0)
         frames["epot"].append(epot)
         frames["ekin"].append(ekin)
         frames["temp"].append(float(atoms.get_temperature()))
         frames["vol"].append(float(atoms.get_volume()) if atoms.cell.rank == 3 else float("nan"))
-        if ensemble == "nve":
+        if self.ensemble == "nve":
             frames["cons"].append(epot + ekin)
-        elif conserved is not None:
-            frames["cons"].append(float(conserved()))
+        elif self.conserved is not None:
+            frames["cons"].append(float(self.conserved()))
 
+    def result(self, steps: int) -> MDResult:
+        """The :class:`MDResult` of the recorded frames (the drift from the conserved energy)."""
+        n = len(self.atoms)
+        arr = {k: np.asarray(v, dtype=float) for k, v in self.data.items()}
+        drift = deviation = None
+        if arr["cons"].size:
+            drift, deviation = energy_drift(arr["t"], arr["cons"], n)
+        return MDResult(
+            ensemble=self.ensemble,
+            n_atoms=n,
+            timestep_fs=float(self.timestep),
+            steps=int(steps),
+            times=arr["t"],
+            total_energies=arr["epot"] + arr["ekin"],
+            potential_energies=arr["epot"],
+            kinetic_energies=arr["ekin"],
+            temperatures=arr["temp"],
+            volumes=arr["vol"],
+            conserved_energies=arr["cons"],
+            drift_mev_per_atom_per_ps=drift,
+            max_deviation_mev_per_atom=deviation,
+            atoms=self.atoms,
+        )
+
+
+def _run_loop(atoms: Atoms, dyn, frames: _Frames, ensemble: str, steps: int, log_interval: int,
+              trajectory: Optional[str], logfile: Union[str, IO, None], progress: bool,
+              added_fixcom: bool) -> None:
+    """Run ``steps`` steps, recording a frame (and writing the trajectory and log) every
+    ``log_interval`` steps and at the last step; stops on non-finite positions. The progress bar,
+    trajectory, log and integrator are closed and an added FixCom removed, whatever happens."""
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -254,14 +312,14 @@ def run_md(
             )
         if bar is not None:
             bar.update(dyn.nsteps - bar.n)
-            if frames["temp"] and dyn.nsteps % log_interval == 0:
-                etot = frames["epot"][-1] + frames["ekin"][-1]
-                bar.set_postfix(T=f"{frames['temp'][-1]:.0f}K", Etot=f"{etot:.4f}", refresh=False)
+            if frames.data["temp"] and dyn.nsteps % log_interval == 0:
+                etot = frames.data["epot"][-1] + frames.data["ekin"][-1]
+                bar.set_postfix(T=f"{frames.data['temp'][-1]:.0f}K", Etot=f"{etot:.4f}", refresh=False)
 
     traj = None
     logger = None
     try:
-        dyn.attach(record, interval=log_interval)
+        dyn.attach(frames.record, interval=log_interval)
         dyn.attach(check_and_progress, interval=1)
         if trajectory is not None:
             from ase.io import Trajectory
@@ -275,7 +333,7 @@ def run_md(
             dyn.attach(logger, interval=log_interval)
         dyn.run(steps)
         if steps % log_interval:
-            record()  # always end on the last step
+            frames.record()  # always end on the last step
             if traj is not None:
                 traj.write()
             if logger is not None:
@@ -290,27 +348,6 @@ def run_md(
         dyn.close()
         if added_fixcom:
             atoms.set_constraint()
-
-    arr = {k: np.asarray(v, dtype=float) for k, v in frames.items()}
-    drift = deviation = None
-    if arr["cons"].size:
-        drift, deviation = energy_drift(arr["t"], arr["cons"], n)
-    return MDResult(
-        ensemble=ensemble,
-        n_atoms=n,
-        timestep_fs=float(timestep),
-        steps=int(steps),
-        times=arr["t"],
-        total_energies=arr["epot"] + arr["ekin"],
-        potential_energies=arr["epot"],
-        kinetic_energies=arr["ekin"],
-        temperatures=arr["temp"],
-        volumes=arr["vol"],
-        conserved_energies=arr["cons"],
-        drift_mev_per_atom_per_ps=drift,
-        max_deviation_mev_per_atom=deviation,
-        atoms=atoms,
-    )
 
 
 def save_energy_plot(result: MDResult, path) -> None:

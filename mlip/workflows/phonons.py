@@ -411,36 +411,17 @@ def run_phonons(
     A relaxation that does not converge, or that changes the space group, emits a
     ``RuntimeWarning`` and the phonons are computed anyway (see ``result.relaxation``).
     """
-    from mlip.workflows.displacement_forces import displacement_forces
     from mlip.workflows.model_loading import describe_model
-    from mlip.workflows.phonopy_utils import (
-        import_phonopy,
-        perpendicular_widths,
-        to_ase_atoms,
-        to_phonopy_atoms,
-    )
+    from mlip.workflows.phonopy_utils import import_phonopy, to_ase_atoms
 
-    # ---------------------------------------------------------------- validate input
-    check_force_constant_inputs(atoms, workflow="the phonon workflow", displacement=displacement,
-                                symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, relax=relax,
-                                fmax=fmax, relax_steps=relax_steps)
-    mesh_arg = _mesh_argument(mesh)
-    t_min, t_max, t_step = _temperature_range(temperatures)
-    if isinstance(band_npoints, bool) or not isinstance(band_npoints, (int, np.integer)) or band_npoints < 2:
-        raise ValueError(f"band_npoints must be an integer >= 2, got {band_npoints!r}")
-    if not (isinstance(min_width, (int, float, np.number)) and math.isfinite(min_width) and min_width > 0):
-        raise ValueError(f"min_width must be a positive length in Å, got {min_width!r}")
-    band_npoints = int(band_npoints)
-    if not (imaginary_tol >= 0 and math.isfinite(imaginary_tol)):
-        raise ValueError(f"imaginary_tol must be >= 0 (THz), got {imaginary_tol}")
-    matrix = None if supercell is None else parse_supercell(supercell, "supercell")
+    mesh_arg, (t_min, t_max, t_step), band_npoints, matrix = _check_phonon_arguments(
+        atoms, supercell, displacement, relax, fmax, relax_steps, symprec, fix_symmetry_symprec, mesh,
+        temperatures, band_npoints, imaginary_tol, min_width)
     phonopy_module = import_phonopy()
-
     calc = float64_calculator(calculator)
     cutoff = calculator_cutoff(calc)
     if matrix is not None:
         _check_supercell_for_cutoff(atoms, matrix, cutoff)
-
     settings = {
         "supercell": None if supercell is None else np.asarray(supercell).tolist(),
         "min_width_A": float(min_width),
@@ -457,96 +438,54 @@ def run_phonons(
         "imaginary_tol_THz": float(imaginary_tol),
         "model_cutoff_A": cutoff,
     }
-
     cache = Path(out_dir) / "cache" if out_dir is not None else None
     if cache is not None:
         check_model_cache(cache, calc)
 
-    # ---------------------------------------------------------------- relaxation
     unit = atoms.copy()
     unit.calc = None
     unit.set_constraint()
     relaxation = None
     if relax:
-        unit, relaxation = _relaxed(unit, calc, cache, fmax=fmax, steps=relax_steps, symprec=symprec,
-                                    fix_symmetry_symprec=fix_symmetry_symprec, no_shear=no_shear,
-                                    progress=progress)
+        relaxed = cached_relaxation(
+            unit, calc, cache, fmax=fmax, steps=relax_steps, symprec=symprec,
+            fix_symmetry_symprec=fix_symmetry_symprec, cell_mask=NO_SHEAR_CELL_MASK if no_shear else None,
+            key_extra={"no_shear": bool(no_shear)}, progress=progress,
+        )
+        unit, relaxation = relaxed.atoms, relaxed.info
+        if not relaxed.reused:
+            _warn_if_unsound(relaxation, fmax, relax_steps)
 
-    # ---------------------------------------------------------------- supercell
-    if matrix is None:
-        target = max(float(min_width), cutoff_width(cutoff, MIN_WIDTH_CUTOFF_FACTOR))
-        matrix = np.diag(default_supercell(unit, target)).astype(int)
-    else:
-        _check_supercell_for_cutoff(unit, matrix, cutoff)  # the relaxed cell may have shrunk
-    widths = perpendicular_widths(matrix @ unit.cell.array)
-
-    # ---------------------------------------------------------------- force constants
-    with warnings.catch_warnings():
-        # phonopy 4 notes that 'auto' picked a non-identity primitive matrix: we ask for it on purpose.
-        warnings.filterwarnings("ignore", message="primitive_matrix defaulted to 'auto'")
-        ph = phonopy_module.Phonopy(to_phonopy_atoms(unit), supercell_matrix=matrix,
-                                    primitive_matrix="auto", symprec=symprec)
-    ph.generate_displacements(distance=float(displacement))
-    displaced = [to_ase_atoms(s) for s in ph.supercells_with_displacements]
-    forces = displacement_forces(displaced, calc, cache_dir=None if cache is None else cache / "fc2",
-                                 label="fc2", progress=progress)
-    ph.forces = np.array(forces, dtype=float)
-    ph.produce_force_constants()
-    ph.symmetrize_force_constants()
-
+    matrix = _supercell_matrix(unit, matrix, cutoff, min_width)
+    ph, n_displacements = _force_constants(phonopy_module, unit, matrix, displacement, symprec, calc, cache,
+                                           progress)
     primitive = to_ase_atoms(ph.primitive)
-
-    # ---------------------------------------------------------------- band structure
     band = _band_structure(ph, primitive, band_npoints)
-
-    # ---------------------------------------------------------------- mesh, DOS, thermal properties
-    ph.run_mesh(mesh_arg, is_gamma_center=True)
-    mesh_freqs = np.asarray(ph.mesh.frequencies, dtype=float)
-    mesh_q = np.asarray(ph.mesh.qpoints, dtype=float)
-    ph.run_total_dos()
-    dos_f = np.array(ph.total_dos.frequency_points, dtype=float)
-    dos = np.array(ph.total_dos.dos, dtype=float)
-    ph.run_thermal_properties(t_min=t_min, t_max=t_max, t_step=t_step, exclude_gamma_acoustic=True)
-    tp = ph.thermal_properties
-    from phonopy.physical_units import get_physical_units
-
-    ev_to_kjmol = get_physical_units().EvTokJmol
-    per_cell = len(unit) / len(primitive)  # phonopy's values are per primitive cell (per mole of them)
-    free_energy = np.asarray(tp.free_energy, dtype=float) / ev_to_kjmol * per_cell
-    entropy = np.asarray(tp.entropy, dtype=float) / (1000.0 * ev_to_kjmol) * per_cell
-    heat_capacity = np.asarray(tp.heat_capacity, dtype=float) / (1000.0 * ev_to_kjmol) * per_cell
-    zpe = float(tp.zero_point_energy) / ev_to_kjmol * per_cell
-
-    # ---------------------------------------------------------------- imaginary modes
-    k_mesh = np.unravel_index(int(np.argmin(mesh_freqs)), mesh_freqs.shape)[0]
-    low_mesh = float(mesh_freqs.min())
-    path_all = np.concatenate(band["frequencies"])
-    q_all = np.concatenate(band["qpoints"])
-    k_path = np.unravel_index(int(np.argmin(path_all)), path_all.shape)[0]
-    low_path = float(path_all.min())
-    low_q = mesh_q[k_mesh] if low_mesh <= low_path else q_all[k_path]
+    thermal = _mesh_and_thermal_properties(ph, mesh_arg, t_min, t_max, t_step, len(unit) / len(primitive))
+    low_mesh, low_path, low_q = _lowest_frequencies(thermal["mesh_frequencies"], thermal["mesh_qpoints"],
+                                                    band)
 
     result = PhononResult(
         atoms=unit,
         primitive=primitive,
         spacegroup=str(ph.symmetry.get_international_table()),
         supercell_matrix=np.asarray(matrix, dtype=int),
-        supercell_widths=widths,
+        supercell_widths=_widths(matrix, unit),
         n_supercell_atoms=len(ph.supercell),
-        n_displacements=len(displaced),
+        n_displacements=n_displacements,
         band_path=band["path"],
         band_segments=band["segments"],
         band_qpoints=band["qpoints"],
         band_distances=band["distances"],
         band_frequencies=band["frequencies"],
         mesh=[int(x) for x in ph.mesh.mesh_numbers],
-        dos_frequencies=dos_f,
-        dos=dos,
-        temperatures=np.asarray(tp.temperatures, dtype=float),
-        free_energy=free_energy,
-        entropy=entropy,
-        heat_capacity=heat_capacity,
-        zero_point_energy=zpe,
+        dos_frequencies=thermal["dos_frequencies"],
+        dos=thermal["dos"],
+        temperatures=thermal["temperatures"],
+        free_energy=thermal["free_energy"],
+        entropy=thermal["entropy"],
+        heat_capacity=thermal["heat_capacity"],
+        zero_point_energy=thermal["zero_point_energy"],
         lowest_frequency_mesh=low_mesh,
         lowest_frequency_path=low_path,
         lowest_frequency_qpoint=[float(x) for x in low_q],
@@ -561,31 +500,118 @@ def run_phonons(
     return result
 
 
-def _relaxed(unit: Atoms, calc, cache: Optional[Path], *, fmax, steps, symprec, fix_symmetry_symprec,
-             no_shear, progress) -> Tuple[Atoms, dict]:
-    """Symmetry-preserving relaxation, reused from ``cache`` when the input and settings match
-    (:func:`mlip.workflows.run_cache.cached_relaxation`); warns when a fresh relaxation did not
-    converge or changed the space group."""
-    mask = NO_SHEAR_CELL_MASK if no_shear else None
-    relaxed, info, reused = cached_relaxation(
-        unit, calc, cache, fmax=fmax, steps=steps, symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec,
-        cell_mask=mask, key_extra={"no_shear": bool(no_shear)}, progress=progress,
-    )
-    if reused:
-        return relaxed, info
-    if not info["converged"]:
+def _check_phonon_arguments(atoms, supercell, displacement, relax, fmax, relax_steps, symprec,
+                            fix_symmetry_symprec, mesh, temperatures, band_npoints, imaginary_tol, min_width):
+    """Refuse arguments :func:`run_phonons` cannot use (ValueError naming the argument); returns
+    (phonopy's mesh argument, (t_min, t_max, t_step), band_npoints, the supercell matrix or None)."""
+    check_force_constant_inputs(atoms, workflow="the phonon workflow", displacement=displacement,
+                                symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, relax=relax,
+                                fmax=fmax, relax_steps=relax_steps)
+    mesh_arg = _mesh_argument(mesh)
+    temperature_range = _temperature_range(temperatures)
+    if isinstance(band_npoints, bool) or not isinstance(band_npoints, (int, np.integer)) or band_npoints < 2:
+        raise ValueError(f"band_npoints must be an integer >= 2, got {band_npoints!r}")
+    if not (isinstance(min_width, (int, float, np.number)) and math.isfinite(min_width) and min_width > 0):
+        raise ValueError(f"min_width must be a positive length in Å, got {min_width!r}")
+    if not (imaginary_tol >= 0 and math.isfinite(imaginary_tol)):
+        raise ValueError(f"imaginary_tol must be >= 0 (THz), got {imaginary_tol}")
+    matrix = None if supercell is None else parse_supercell(supercell, "supercell")
+    return mesh_arg, temperature_range, int(band_npoints), matrix
+
+
+def _warn_if_unsound(relaxation: dict, fmax: float, steps: int) -> None:
+    """RuntimeWarnings (pointing at the caller of :func:`run_phonons`) for a fresh relaxation that
+    did not converge or changed the space group; the phonons are computed anyway."""
+    if not relaxation["converged"]:
         warnings.warn(
             f"relaxation did not reach fmax={fmax} eV/Å in {steps} steps "
-            f"(fmax {info['fmax_final_eV_per_A']:.2g}); "
+            f"(fmax {relaxation['fmax_final_eV_per_A']:.2g}); "
             "phonons of a structure off its minimum can show spurious imaginary modes",
             RuntimeWarning, stacklevel=3,
         )
-    if info["symmetry_broken"]:
+    if relaxation["symmetry_broken"]:
         warnings.warn(
-            f"the space group changed during relaxation: {info['spacegroup_initial']} → "
-            f"{info['spacegroup_final']}", RuntimeWarning, stacklevel=3,
+            f"the space group changed during relaxation: {relaxation['spacegroup_initial']} → "
+            f"{relaxation['spacegroup_final']}", RuntimeWarning, stacklevel=3,
         )
-    return relaxed, info
+
+
+def _supercell_matrix(unit: Atoms, matrix: Optional[np.ndarray], cutoff: Optional[float],
+                      min_width: float) -> np.ndarray:
+    """The given supercell [3, 3], checked again against the cutoff (the relaxed cell may have
+    shrunk), or the default one: every width ≥ ``min_width`` and ≥ 2 × cutoff."""
+    if matrix is None:
+        target = max(float(min_width), cutoff_width(cutoff, MIN_WIDTH_CUTOFF_FACTOR))
+        return np.diag(default_supercell(unit, target)).astype(int)
+    _check_supercell_for_cutoff(unit, matrix, cutoff)
+    return matrix
+
+
+def _widths(matrix: np.ndarray, unit: Atoms) -> np.ndarray:
+    """Perpendicular widths [3] (Å) of the supercell ``matrix @ unit.cell``."""
+    from mlip.workflows.phonopy_utils import perpendicular_widths
+
+    return perpendicular_widths(matrix @ unit.cell.array)
+
+
+def _force_constants(phonopy_module, unit: Atoms, matrix: np.ndarray, displacement: float, symprec: float,
+                     calc, cache: Optional[Path], progress: bool):
+    """Symmetrised force constants from the forces of the displaced supercells (resumable through
+    ``cache/fc2``); returns (the Phonopy object, number of displaced supercells)."""
+    from mlip.workflows.displacement_forces import displacement_forces
+    from mlip.workflows.phonopy_utils import to_ase_atoms, to_phonopy_atoms
+
+    with warnings.catch_warnings():
+        # phonopy 4 notes that 'auto' picked a non-identity primitive matrix: we ask for it on purpose.
+        warnings.filterwarnings("ignore", message="primitive_matrix defaulted to 'auto'")
+        ph = phonopy_module.Phonopy(to_phonopy_atoms(unit), supercell_matrix=matrix,
+                                    primitive_matrix="auto", symprec=symprec)
+    ph.generate_displacements(distance=float(displacement))
+    displaced = [to_ase_atoms(s) for s in ph.supercells_with_displacements]
+    forces = displacement_forces(displaced, calc, cache_dir=None if cache is None else cache / "fc2",
+                                 label="fc2", progress=progress)
+    ph.forces = np.array(forces, dtype=float)
+    ph.produce_force_constants()
+    ph.symmetrize_force_constants()
+    return ph, len(displaced)
+
+
+def _mesh_and_thermal_properties(ph, mesh_arg, t_min: float, t_max: float, t_step: float,
+                                 per_cell: float) -> dict:
+    """Frequencies and q-points on the Γ-centred mesh, the total DOS and the thermal properties,
+    converted from phonopy's kJ/mol per primitive cell to eV per unit cell (``per_cell``: unit-cell
+    atoms per primitive-cell atom)."""
+    from phonopy.physical_units import get_physical_units
+
+    ph.run_mesh(mesh_arg, is_gamma_center=True)
+    out = {
+        "mesh_frequencies": np.asarray(ph.mesh.frequencies, dtype=float),
+        "mesh_qpoints": np.asarray(ph.mesh.qpoints, dtype=float),
+    }
+    ph.run_total_dos()
+    out["dos_frequencies"] = np.array(ph.total_dos.frequency_points, dtype=float)
+    out["dos"] = np.array(ph.total_dos.dos, dtype=float)
+    ph.run_thermal_properties(t_min=t_min, t_max=t_max, t_step=t_step, exclude_gamma_acoustic=True)
+    tp = ph.thermal_properties
+    ev_to_kjmol = get_physical_units().EvTokJmol
+    out["temperatures"] = np.asarray(tp.temperatures, dtype=float)
+    out["free_energy"] = np.asarray(tp.free_energy, dtype=float) / ev_to_kjmol * per_cell
+    out["entropy"] = np.asarray(tp.entropy, dtype=float) / (1000.0 * ev_to_kjmol) * per_cell
+    out["heat_capacity"] = np.asarray(tp.heat_capacity, dtype=float) / (1000.0 * ev_to_kjmol) * per_cell
+    out["zero_point_energy"] = float(tp.zero_point_energy) / ev_to_kjmol * per_cell
+    return out
+
+
+def _lowest_frequencies(mesh_freqs: np.ndarray, mesh_q: np.ndarray, band: dict):
+    """(lowest frequency on the mesh, lowest along the band path, the q-point of the lower of the two)."""
+    k_mesh = np.unravel_index(int(np.argmin(mesh_freqs)), mesh_freqs.shape)[0]
+    low_mesh = float(mesh_freqs.min())
+    path_all = np.concatenate(band["frequencies"])
+    q_all = np.concatenate(band["qpoints"])
+    k_path = np.unravel_index(int(np.argmin(path_all)), path_all.shape)[0]
+    low_path = float(path_all.min())
+    low_q = mesh_q[k_mesh] if low_mesh <= low_path else q_all[k_path]
+    return low_mesh, low_path, low_q
 
 
 def _band_structure(ph, primitive: Atoms, npoints: int) -> dict:

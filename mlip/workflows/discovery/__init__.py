@@ -11,7 +11,7 @@ The pipeline, one module per step:
 * :mod:`.join` merges the shards into the submission files;
 * :mod:`.metrics` scores them (F1, DAF, MAE, ... on hull distances; RMSD; CPS);
 * :mod:`.emt_benchmark` builds the miniature benchmark in which ASE's EMT plays DFT;
-* :mod:`.cli` is ``mlip discovery {relax, join, metrics, emt-benchmark}``.
+* :mod:`mlip.cli.discovery` is ``mlip discovery {relax, join, metrics, emt-benchmark}``.
 """
 
 from mlip.workflows.discovery.formation import formation_energies, read_elemental_references

@@ -6,18 +6,21 @@
     mlip discovery metrics submission/<date>-discovery.csv.gz --reference mini/summary.csv.gz \\
         --geo-opt submission/<date>-geo-opt.jsonl.gz --reference-structures mini/relaxed-structures.json.gz
 
-The subcommands are wired into :mod:`mlip.cli` by :func:`add_parser`; errors are reported by
-:func:`mlip.cli.main` (``mlip: error: ...``, exit status 2).
+The steps are wired into :mod:`mlip.cli` by :func:`add_parser`, each with its ``run_<step>``
+function; errors are reported by :func:`mlip.cli.main` (``mlip: error: ...``, exit status 2).
+The pipeline itself is :mod:`mlip.workflows.discovery`.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from mlip.cli.arguments import nonneg_int, positive_float, positive_int
+from mlip.cli.common import CLIError, calc_label, load_model
 
-def cmd_relax(args) -> int:
-    from mlip.cli import CLIError, _calc_label, _load_model
+
+def run_relax(args) -> int:
+    """Relax this shard's materials into the campaign folder and print the counts."""
     from mlip.graph import validate_atoms
     from mlip.workflows.discovery.inputs import read_structures
     from mlip.workflows.discovery.relax_campaign import run_discovery_relax
@@ -27,10 +30,10 @@ def cmd_relax(args) -> int:
         materials = read_structures(args.structures, key=args.structure_key)
     except ValueError as err:
         raise CLIError(str(err)) from None
-    calc, label = _load_model(args.model, args.device, args.dtype)
+    calc, label = load_model(args.model, args.device, args.dtype)
     potential = potential_of(calc)
     n_entries = sum(m.entry is not None for m in materials)
-    print(f"model:     {label} ({_calc_label(calc)})")
+    print(f"model:     {label} ({calc_label(calc)})")
     print(f"materials: {len(materials)} from {', '.join(map(str, args.structures))} -> {args.out_dir}/")
     if n_entries:
         print(f"NOTE: {n_entries} structures come from ComputedStructureEntries, i.e. the entries' (usually "
@@ -49,8 +52,9 @@ def cmd_relax(args) -> int:
     print(f"protocol:  FIRE + FrechetCellFilter, fmax {args.fmax:g} eV/Å, at most {args.steps} steps"
           + (", space group kept (FixSymmetry)" if args.fix_symmetry else ""), flush=True)
     counts = run_discovery_relax(materials, calc, args.out_dir, fmax=args.fmax, steps=args.steps,
-                                 n_shards=args.n_shards, shard_index=args.shard_index, progress=not args.no_progress,
-                                 dtype=args.dtype, device=args.device, fix_symmetry=args.fix_symmetry)
+                                 n_shards=args.n_shards, shard_index=args.shard_index,
+                                 progress=not args.no_progress, dtype=args.dtype, device=args.device,
+                                 fix_symmetry=args.fix_symmetry)
     print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} materials, "
           f"{counts['skipped']} already done, {counts['computed']} relaxed ({counts['failed']} failed)")
     print(f"campaign:  {counts['n_done']}/{counts['n_materials']} materials have a result in {args.out_dir}/")
@@ -59,7 +63,8 @@ def cmd_relax(args) -> int:
     return 0
 
 
-def cmd_join(args) -> int:
+def run_join(args) -> int:
+    """Merge the shards into the submission files and print what was written."""
     from mlip.workflows.discovery.join import join_discovery
 
     res = join_discovery(args.run_dirs, args.elemental_refs, out_dir=args.out_dir, entries=args.entries,
@@ -71,7 +76,8 @@ def cmd_join(args) -> int:
     return 0
 
 
-def cmd_metrics(args) -> int:
+def run_metrics(args) -> int:
+    """Score the predictions against the reference and print the summary."""
     from mlip.workflows.discovery.metrics import discovery_metrics, format_summary
 
     out_dir = args.out_dir or str(Path(args.predictions).parent)
@@ -85,11 +91,12 @@ def cmd_metrics(args) -> int:
     return 0
 
 
-def cmd_emt_benchmark(args) -> int:
+def run_emt_benchmark(args) -> int:
+    """Build the miniature EMT benchmark in OUT_DIR."""
     from mlip.workflows.discovery.emt_benchmark import generate_emt_benchmark
 
-    m = generate_emt_benchmark(args.out_dir, seed=args.seed, n_candidates=args.n, fmax=args.fmax, steps=args.steps,
-                               progress=not args.no_progress)
+    m = generate_emt_benchmark(args.out_dir, seed=args.seed, n_candidates=args.n, fmax=args.fmax,
+                               steps=args.steps, progress=not args.no_progress)
     print(f"candidates: {m['n_candidates']} ({m['n_stable']} stable, prevalence {m['prevalence']:.3f}); "
           f"known hull: {m['n_hull_entries']} entries; {m['wall_time_s']:.1f} s")
     for name in m["files"].values():
@@ -97,72 +104,97 @@ def cmd_emt_benchmark(args) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
-    """Add ``discovery`` with its subcommands to the ``mlip`` subparsers ``sub``."""
-    from mlip.cli import _nonneg_int, _positive_float, _positive_int
-
-    p = sub.add_parser("discovery", help="Matbench Discovery: relax, join, metrics, emt-benchmark",
-                       description="The Matbench Discovery (IS2RE-SR) pipeline with any model, and a "
-                                   "miniature offline version in which EMT plays DFT.")
+def add_parser(subparsers) -> None:
+    """Add ``discovery`` with its steps to the ``mlip`` subparsers."""
+    p = subparsers.add_parser("discovery", help="Matbench Discovery: relax, join, metrics, emt-benchmark",
+                              description="The Matbench Discovery (IS2RE-SR) pipeline with any model, and a "
+                                          "miniature offline version in which EMT plays DFT.")
     dsub = p.add_subparsers(dest="discovery_command", metavar="STEP")
     dsub.required = True
+    _add_relax(dsub)
+    _add_join(dsub)
+    _add_metrics(dsub)
+    _add_emt_benchmark(dsub)
 
-    r = dsub.add_parser("relax", help="relax every material (FIRE + FrechetCellFilter), sharded and resumable")
+
+def _add_relax(dsub) -> None:
+    """``mlip discovery relax``."""
+    r = dsub.add_parser("relax",
+                        help="relax every material (FIRE + FrechetCellFilter), sharded and resumable")
     r.add_argument("structures", metavar="STRUCTURES", nargs="+",
-                   help="initial structures: JSON(.gz/.bz2) of pymatgen structures or ComputedStructureEntries "
-                        "keyed by material_id, JSON lines, or ASE-readable files (extxyz with material_id in info)")
+                   help="initial structures: JSON(.gz/.bz2) of pymatgen structures or "
+                        "ComputedStructureEntries keyed by material_id, JSON lines, or ASE-readable files "
+                        "(extxyz with material_id in info)")
     r.add_argument("--model", default="default",
                    help="shipped model name, checkpoint path, or ASE calculator 'module:Class' "
                         "(e.g. ase.calculators.emt:EMT); default: %(default)s")
-    r.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, ... (default: auto)")
+    r.add_argument("--device", default="auto",
+                   help="auto (CUDA if available), cpu, cuda, ... (default: auto)")
     r.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="default: %(default)s")
     r.add_argument("--out-dir", default="discovery", help="campaign folder (default: %(default)s)")
-    r.add_argument("--fmax", type=_positive_float, default=0.02, help="force threshold, eV/Å (default: %(default)s)")
+    r.add_argument("--fmax", type=positive_float, default=0.02,
+                   help="force threshold, eV/Å (default: %(default)s)")
     r.add_argument("--fix-symmetry", action="store_true",
-                   help="keep each structure's space group (ASE FixSymmetry; not the benchmark's protocol): for "
+                   help="keep each structure's space group (ASE FixSymmetry; not the benchmark's protocol): "
+                   "for "
                    "models that are not exactly rotation invariant, such as the Platonic Transformer")
-    r.add_argument("--steps", type=_positive_int, default=500, help="maximum FIRE steps (default: %(default)s)")
-    r.add_argument("--n-shards", type=_positive_int, default=None,
+    r.add_argument("--steps", type=positive_int, default=500,
+                   help="maximum FIRE steps (default: %(default)s)")
+    r.add_argument("--n-shards", type=positive_int, default=None,
                    help="number of shards (default: Slurm array, torchrun WORLD_SIZE, or 1)")
-    r.add_argument("--shard-index", type=_nonneg_int, default=None, help="this shard (0-based)")
-    r.add_argument("--structure-key", default=None, help="column of structures in JSON tables (default: automatic)")
+    r.add_argument("--shard-index", type=nonneg_int, default=None, help="this shard (0-based)")
+    r.add_argument("--structure-key", default=None,
+                   help="column of structures in JSON tables (default: automatic)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    r.add_argument("--threads", type=_positive_int, default=None, help="CPU threads for torch")
-    r.set_defaults(func=cmd_relax)
+    r.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch")
+    r.set_defaults(func=run_relax)
 
+
+def _add_join(dsub) -> None:
+    """``mlip discovery join``."""
     j = dsub.add_parser("join", help="merge shards; formation energies; the submission files")
-    j.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="campaign folder(s) of 'mlip discovery relax'")
+    j.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
+                   help="campaign folder(s) of 'mlip discovery relax'")
     j.add_argument("--elemental-refs", required=True, metavar="FILE",
-                   help="elemental reference energies: JSON {element: eV/atom} or MP elemental reference entries")
+                   help="elemental reference energies: JSON {element: eV/atom} or MP elemental reference "
+                        "entries")
     j.add_argument("--entries", metavar="FILE",
                    help="ComputedStructureEntries of the same materials: MaterialsProject2020Compatibility")
     j.add_argument("--out-dir", default=None, help="where to write (default: the first RUN_DIR)")
     j.add_argument("--date", default=None, help="YYYY-MM-DD prefix of the file names (default: today)")
     j.add_argument("--allow-missing", action="store_true",
                    help="write the files although materials have no result (they count as unstable)")
-    j.set_defaults(func=cmd_join)
+    j.set_defaults(func=run_join)
 
+
+def _add_metrics(dsub) -> None:
+    """``mlip discovery metrics``."""
     m = dsub.add_parser("metrics", help="F1, DAF, MAE, ... on hull distances; RMSD; CPS; summary and plot")
-    m.add_argument("predictions", metavar="DISCOVERY_CSV", help="<date>-discovery.csv.gz of 'mlip discovery join'")
+    m.add_argument("predictions", metavar="DISCOVERY_CSV",
+                   help="<date>-discovery.csv.gz of 'mlip discovery join'")
     m.add_argument("--reference", required=True, metavar="FILE",
-                   help="reference table with material_id, e_form_per_atom and e_above_hull (or the WBM summary)")
-    m.add_argument("--geo-opt", metavar="FILE", help="<date>-geo-opt.jsonl.gz: RMSD against --reference-structures")
-    m.add_argument("--reference-structures", metavar="FILE", help="reference relaxed structures (any structures file)")
+                   help="reference table with material_id, e_form_per_atom and e_above_hull "
+                        "(or the WBM summary)")
+    m.add_argument("--geo-opt", metavar="FILE",
+                   help="<date>-geo-opt.jsonl.gz: RMSD against --reference-structures")
+    m.add_argument("--reference-structures", metavar="FILE",
+                   help="reference relaxed structures (any structures file)")
     m.add_argument("--kappa-srme", type=float, default=None, help="the model's κ_SRME: adds the CPS")
     m.add_argument("--pred-col", default="e_form_per_atom", help="prediction column (default: %(default)s)")
-    m.add_argument("--out-dir", default=None, help="metrics.json and the plot (default: beside DISCOVERY_CSV)")
+    m.add_argument("--out-dir", default=None,
+                   help="metrics.json and the plot (default: beside DISCOVERY_CSV)")
     m.add_argument("--no-plot", action="store_true", help="no parity plot")
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
-    m.set_defaults(func=cmd_metrics)
+    m.set_defaults(func=run_metrics)
 
+
+def _add_emt_benchmark(dsub) -> None:
+    """``mlip discovery emt-benchmark``."""
     e = dsub.add_parser("emt-benchmark", help="build the miniature benchmark in which EMT plays DFT")
     e.add_argument("out_dir", metavar="OUT_DIR")
     e.add_argument("--seed", type=int, default=0, help="default: %(default)s")
-    e.add_argument("-n", type=_positive_int, default=300, help="number of candidates (default: %(default)s)")
-    e.add_argument("--fmax", type=_positive_float, default=0.02, help="eV/Å (default: %(default)s)")
-    e.add_argument("--steps", type=_positive_int, default=500, help="default: %(default)s")
+    e.add_argument("-n", type=positive_int, default=300, help="number of candidates (default: %(default)s)")
+    e.add_argument("--fmax", type=positive_float, default=0.02, help="eV/Å (default: %(default)s)")
+    e.add_argument("--steps", type=positive_int, default=500, help="default: %(default)s")
     e.add_argument("--no-progress", action="store_true", help="no progress bars")
-    e.set_defaults(func=cmd_emt_benchmark)
-
-
-__all__ = ["add_parser"]
+    e.set_defaults(func=run_emt_benchmark)

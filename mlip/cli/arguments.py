@@ -1,0 +1,89 @@
+"""Argument types and options shared by the ``mlip`` subcommands.
+
+The types (:data:`positive_int`, :data:`positive_float`, ...) reject non-finite and out-of-range
+values with argparse's usage error; :func:`supercell_arg` and :func:`mesh_arg` turn the lists of
+``--supercell`` / ``--mesh`` into what the phonon workflows take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Optional, Sequence
+
+from mlip.cli.common import CLIError
+
+
+def _number(kind: type, minimum: float, strict: bool, bound: str):
+    """argparse type: a finite ``kind`` (int or float) > minimum (strict) or >= minimum."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_float = _number(float, 0, True, "a positive number")
+nonneg_float = _number(float, 0, False, "a non-negative number")
+nonneg_int = _number(int, 0, False, ">= 0")
+positive_int = _number(int, 1, False, ">= 1")
+
+
+def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
+    """--model, --device, --dtype (default ``dtype``), --index, --format, --no-progress, --threads."""
+    p.add_argument(
+        "--model",
+        default="default",
+        help="shipped model name, checkpoint path, or ASE calculator 'module:Class' "
+        "(e.g. ase.calculators.emt:EMT); default: %(default)s",
+    )
+    p.add_argument(
+        "--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1, ... (default: auto)"
+    )
+    p.add_argument("--dtype", default=dtype, choices=["float32", "float64"], help="default: %(default)s")
+    p.add_argument("--index", type=int, default=-1, help="frame of the structure file to use (default: last)")
+    p.add_argument("--format", default=None,
+                   help="ASE format of the structure file, e.g. cif, extxyz, vasp (default: from the name)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads for torch (default: torch's choice); 1 is often fastest for small "
+        "structures and on a busy machine",
+    )
+
+
+def supercell_arg(values: Optional[Sequence[int]], what: str):
+    """1, 3 or 9 integers from the command line → n, (n1, n2, n3) or a 3×3 matrix (None stays None)."""
+    if values is None:
+        return None
+    if len(values) == 1:
+        return int(values[0])
+    if len(values) == 3:
+        return [int(v) for v in values]
+    if len(values) == 9:
+        return [[int(v) for v in values[3 * k : 3 * k + 3]] for k in range(3)]
+    raise CLIError(f"{what} takes 1, 3 or 9 integers (n, n1 n2 n3, or a 3×3 matrix row by row), "
+                   f"got {len(values)}")
+
+
+def mesh_arg(values: Optional[Sequence[str]]):
+    """``--mesh 20 20 20``, ``--mesh 19`` or a length density ``--mesh 40.0``."""
+    if values is None:
+        return None
+    try:
+        if len(values) == 1:
+            return float(values[0]) if "." in values[0] else int(values[0])
+        if len(values) == 3:
+            return [int(v) for v in values]
+    except ValueError:
+        pass
+    raise CLIError(f"--mesh takes n, n1 n2 n3 or a length density in Å such as 40.0, got {' '.join(values)}")

@@ -1,0 +1,28 @@
+"""``mlip data``: reference data (``emt OUT`` generates an EMT-labelled set, ``summary FILE`` checks one)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+DATA_COMMANDS = {"emt": "mlip.data.emt", "summary": "mlip.data.summary"}
+
+
+def add_parser(subparsers) -> None:
+    """Add ``data`` to the ``mlip`` subparsers."""
+    p = subparsers.add_parser(
+        "data", help="reference data: 'emt OUT' generates an EMT-labelled set, 'summary FILE' checks one",
+        add_help=True,
+    )
+    p.add_argument("data_command", choices=sorted(DATA_COMMANDS),
+                   help="emt or summary (each has its own --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments of the data command")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Hand the remaining arguments to the data command's own main."""
+    import importlib
+
+    module = importlib.import_module(DATA_COMMANDS[args.data_command])
+    return int(module.main(list(args.rest)) or 0)

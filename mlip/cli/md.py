@@ -1,0 +1,154 @@
+"""``mlip md``: molecular dynamics (NVE, NVT Langevin, NPT MTK) with a trajectory, log, plot and summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlip.cli.arguments import add_model_args, nonneg_float, nonneg_int, positive_float, positive_int
+from mlip.cli.common import CLIError, calc_label, check_species, load_model, read_structure
+
+
+MD_OUTPUTS = ("md.traj", "md.log", "energy.png", "md_summary.json")  # what run writes to --out-dir
+
+
+def add_parser(subparsers) -> None:
+    """Add ``md`` to the ``mlip`` subparsers."""
+    p = subparsers.add_parser("md", help="molecular dynamics (NVE, NVT Langevin, NPT MTK)")
+    p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")
+    add_model_args(p, dtype="float32")
+    p.add_argument("--ensemble", choices=["nve", "nvt", "npt"], default="nve", help="default: nve")
+    p.add_argument("--temperature", type=nonneg_float, default=300.0, help="K (default: 300)")
+    p.add_argument("--timestep", type=positive_float, default=1.0, help="fs (default: 1)")
+    p.add_argument("--steps", type=nonneg_int, default=1000, help="default: 1000")
+    p.add_argument(
+        "--friction", type=positive_float, default=0.01, help="Langevin friction, 1/fs (default: 0.01)"
+    )
+    p.add_argument("--pressure", type=float, default=0.0, help="NPT pressure, GPa (default: 0)")
+    p.add_argument("--barostat", choices=["isotropic", "anisotropic"], default="isotropic", help="NPT only")
+    p.add_argument("--seed", type=int, default=None, help="velocity / thermostat random seed")
+    p.add_argument("--supercell", type=int, nargs="+", metavar="N", help="repeat the cell, e.g. 3 3 3 (or 3)")
+    p.add_argument(
+        "--log-interval", type=positive_int, default=10, help="steps between logged frames (default: 10)"
+    )
+    p.add_argument("--out-dir", help="output directory (default: <stem>_md in the current directory)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an earlier run in --out-dir (default: refuse to start)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Run the dynamics and write md.traj, md.log, energy.png and md_summary.json to --out-dir."""
+    from mlip.workflows.md import run_md, save_energy_plot
+
+    atoms = _repeated(read_structure(args.structure, args.index, args.format), args.supercell)
+    out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
+    earlier = [name for name in MD_OUTPUTS if (out_dir / name).exists()]
+    if earlier and not args.overwrite:
+        # Appending would mix two runs in one trajectory; replacing them needs an explicit choice.
+        raise CLIError(f"{out_dir} already holds {', '.join(earlier)} from an earlier run: choose another "
+                       f"--out-dir, or pass --overwrite to replace them")
+    calc, label = load_model(args.model, args.device, args.dtype)
+    check_species(atoms, calc, args.structure)
+    for name in earlier:  # --overwrite: no file of the earlier run is left to be mistaken for this one's
+        (out_dir / name).unlink()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CLIError(f"cannot create output directory {str(out_dir)!r}: {err}") from None
+    _print_settings(args, atoms, calc, label)
+    result = run_md(
+        atoms,
+        calc,
+        ensemble=args.ensemble,
+        temperature=args.temperature,
+        timestep=args.timestep,
+        steps=args.steps,
+        friction=args.friction,
+        pressure=args.pressure,
+        seed=args.seed,
+        trajectory=str(out_dir / "md.traj"),
+        logfile=str(out_dir / "md.log"),
+        log_interval=args.log_interval,
+        progress=not args.no_progress,
+        barostat=args.barostat,
+    )
+    _write_summary(args, calc, label, result, out_dir / "md_summary.json")
+    plot_note = ""
+    try:
+        save_energy_plot(result, out_dir / "energy.png")
+    except ImportError as err:
+        plot_note = f" (energy.png skipped: {err})"
+    _print_result(args, result)
+    print(f"wrote:     {out_dir}/ md.traj md.log energy.png md_summary.json{plot_note}")
+    return 0
+
+
+def _repeated(atoms, supercell):
+    """``atoms`` repeated ``--supercell`` times (1 or 3 positive integers, periodic directions only)."""
+    if not supercell:
+        return atoms
+    reps = list(supercell)
+    if len(reps) == 1:
+        reps = reps * 3
+    if len(reps) != 3 or any(r < 1 for r in reps):
+        raise CLIError(f"--supercell expects 1 or 3 positive integers, got {supercell}")
+    bad = [ax for ax, r, periodic in zip("abc", reps, atoms.pbc) if r > 1 and not periodic]
+    if bad:
+        raise CLIError(f"--supercell repeats along non-periodic direction(s) {', '.join(bad)}")
+    return atoms.repeat(reps)
+
+
+def _print_settings(args, atoms, calc, label: str) -> None:
+    extra = ""
+    if args.ensemble == "nvt":
+        extra = f", friction {args.friction:g} 1/fs"
+    elif args.ensemble == "npt":
+        extra = f", pressure {args.pressure:g} GPa, {args.barostat} barostat"
+    print(f"model:     {label} ({calc_label(calc)})")
+    print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})")
+    print(
+        f"md:        {args.ensemble.upper()}, T {args.temperature:g} K, dt {args.timestep:g} fs, "
+        f"{args.steps} steps{extra}",
+        flush=True,
+    )
+
+
+def _write_summary(args, calc, label: str, result, path: Path) -> None:
+    """md_summary.json: the model, the structure, the settings and the :class:`MDResult`."""
+    from mlip.workflows.model_loading import is_untrained
+
+    summary = {
+        "model": label,
+        "untrained": is_untrained(calc),
+        "structure": str(args.structure),
+        "settings": {
+            "ensemble": args.ensemble,
+            "temperature_K": args.temperature,
+            "timestep_fs": args.timestep,
+            "steps": args.steps,
+            "friction_per_fs": args.friction if args.ensemble == "nvt" else None,
+            "pressure_GPa": args.pressure if args.ensemble == "npt" else None,
+            "barostat": args.barostat if args.ensemble == "npt" else None,
+            "seed": args.seed,
+            "dtype": args.dtype,
+            "log_interval": args.log_interval,
+        },
+        **result.to_dict(),
+    }
+    with open(path, "w") as fh:
+        json.dump(summary, fh, indent=2)
+
+
+def _print_result(args, result) -> None:
+    temps = result.temperatures
+    print(f"final T:   {temps[-1]:.1f} K (mean {temps.mean():.1f} K over {len(temps)} frames)")
+    if args.ensemble == "nve":
+        print(
+            f"NVE energy drift: {result.drift_mev_per_atom_per_ps:+.4f} meV/atom/ps "
+            f"(max deviation {result.max_deviation_mev_per_atom:.4f} meV/atom)"
+        )
+    elif args.ensemble == "npt":
+        print(f"volume:    {result.volumes[0]:.3f} -> {result.volumes[-1]:.3f} Å^3")
+        if result.drift_mev_per_atom_per_ps is not None:
+            print(f"MTK conserved-energy drift: {result.drift_mev_per_atom_per_ps:+.4f} meV/atom/ps")

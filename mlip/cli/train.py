@@ -1,0 +1,35 @@
+"""``mlip train``: train a model from a YAML config (see :mod:`mlip.training`)."""
+
+from __future__ import annotations
+
+
+def add_parser(subparsers) -> None:
+    """Add ``train`` to the ``mlip`` subparsers."""
+    p = subparsers.add_parser("train", help="train a model on energies, forces and stresses (YAML config)")
+    p.add_argument("config", metavar="CONFIG.yaml",
+                   help="model, data, loss, optimizer, epochs, ... (see mlip.training)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/train_state.safetensors "
+                   "(only epochs, max_minutes, out_dir and device may differ from the run's config)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier run in OUT_DIR (its checkpoints, metrics and state are deleted)")
+    p.add_argument("--out-dir", default=None, help="override the config's out_dir")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (the line per epoch remains)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Train from the YAML config and print the last validation errors."""
+    from mlip.training import TrainConfig, train
+
+    config = TrainConfig.from_yaml(args.config)
+    if args.out_dir:
+        config.out_dir = args.out_dir
+    print(f"training {config.model['name']} on {config.data.train} -> {config.out_dir}/"
+          + (" (resuming)" if args.resume else ""), flush=True)
+    result = train(config, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite)
+    last = result.history[-1] if result.history else {}
+    print(f"done: {result.epochs_run} epochs; best: {result.best}; last: {result.last}")
+    for key in ("valid_energy_mae_meV_per_atom", "valid_forces_mae_meV_per_A", "valid_stress_mae_meV_per_A3"):
+        if key in last:
+            print(f"  {key[6:]}: {last[key]:.3f}")
+    return 0
