@@ -236,6 +236,21 @@ def label_structures(structures: Sequence, labeller: Labeller, out_dir: Union[st
                        progress=progress and labeller.is_writer, desc="labelling", write=labeller.is_writer)
 
 
+def labelling_status(structures: Sequence, out_dir: Union[str, Path]) -> Tuple[int, List[Tuple[str, str]], List[str]]:
+    """(structures labelled, [(id, error)] of those that failed, [ids] without a result yet) of a run."""
+    results = load_results(out_dir)
+    done, failed, missing = 0, [], []
+    for atoms in structures:
+        record = results.get(result_id(atoms))
+        if record is None:
+            missing.append(structure_id(atoms))
+        elif record.get("failed"):
+            failed.append((structure_id(atoms), str(record.get("error", "unknown error"))))
+        else:
+            done += 1
+    return done, failed, missing
+
+
 def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[str, Path]
                    ) -> Tuple[int, List[Tuple[str, str]], List[str]]:
     """Write the labelled ``structures`` (those with a result in ``out_dir``) to the extxyz file
@@ -274,4 +289,4 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
 
 
 __all__ = ["GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller", "kpoint_mesh", "label_atoms", "label_structures",
-           "labeller", "interleaved", "result_id", "structure_id", "write_labelled"]
+           "labeller", "labelling_status", "interleaved", "result_id", "structure_id", "write_labelled"]
