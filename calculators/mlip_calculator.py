@@ -142,6 +142,6 @@ def load_calculator(
     **kwargs,
 ) -> MLIPCalculator:
     """One-liner: an :class:`MLIPCalculator` for a checkpoint path or a shipped model's name."""
-    from mlip.checkpoint import load_potential
+    from mlip.pretrained import load_potential
 
     return MLIPCalculator(load_potential(path_or_name), device=device, dtype=dtype, **kwargs)

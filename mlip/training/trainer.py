@@ -206,7 +206,7 @@ def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
     parameters of its ``residual_outputs()`` zeroed), so the grown potential starts with the
     checkpoint's energies.
     """
-    from mlip.checkpoint import load_potential
+    from mlip.pretrained import load_potential
 
     start = load_potential(source)
     mine_hp, theirs_hp = dict(potential.hyperparameters), dict(start.hyperparameters)
@@ -245,7 +245,7 @@ def _load_embedded_atom(potential, source: str) -> None:
     """Start ``potential``'s embedded-atom term from checkpoint ``source`` of the ``embedded_atom``
     architecture (``init_embedded_atom_from``): copy the term, output scale, reference energies (and
     whether they are isolated-atom ones), and zero the model's final readout layer."""
-    from mlip.checkpoint import load_potential
+    from mlip.pretrained import load_potential
 
     where = f"init_embedded_atom_from {source!r}"
     term = getattr(potential.model, "embedded_atom", None)
