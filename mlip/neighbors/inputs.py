@@ -64,7 +64,7 @@ def check_cutoff(cutoff) -> float:
 
 def det3(m: Tensor) -> Tensor:
     """Determinants of [..., 3, 3] matrices by the rule of Sarrus (elementwise: for a batch of many
-    small matrices on the CPU, ~50× cheaper than one LAPACK call per matrix)."""
+    small matrices on the CPU, far cheaper than one LAPACK call per matrix)."""
     a, b, c = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
     d, e, f = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
     g, h, i = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
@@ -117,7 +117,7 @@ def complete_cells(cell: Tensor, pbc: Tensor) -> Tuple[Tensor, Tensor]:
             "periodic cell has zero volume: the lattice vectors of the periodic directions "
             "are linearly dependent"
         )
-    if bool(pbc.all()):  # nothing to complete (and no SVD: ~1 ms for a batch of 512 cells)
+    if bool(pbc.all()):  # nothing to complete (and no SVD, which is costly for a batch)
         return c.clone(), masked
     # Orthonormal complement of the periodic span: right singular vectors of the smallest
     # singular values (exactly zero for the masked rows).
