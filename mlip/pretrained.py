@@ -15,6 +15,9 @@ All three reproduce ASE's EMT for Al, Cu, Ag, Au, Ni, Pd, Pt (bulk, surfaces, cl
 The registry also holds an *untrained* entry, ``platonic-untrained`` (fixed-seed random weights),
 labelled untrained everywhere it appears (name, a warning on load,
 ``potential.metadata["trained"] = False``); its energies are not physical.
+
+:func:`load` loads a shipped model by name; :func:`load_potential` (``mlip.load_potential``) takes a
+name or a checkpoint path, the files being read by :mod:`mlip.checkpoint`.
 """
 
 from __future__ import annotations
