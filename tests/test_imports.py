@@ -35,8 +35,8 @@ LAYERS: List[Tuple[str, List[str]]] = [
                          # until they move into mlip.nn
                          "mlip.radial", "mlip.scatter", "mlip.envelope_softmax", "mlip.attention_cutoff",
                          "mlip.embedded_atom"]),
-    # a Potential wraps any network (reference energies, scale, physical terms); models plug into it
-    ("potential", ["mlip.potential", "mlip.repulsion"]),
+    # a Potential wraps any network (reference energies, scale, declared terms); models plug into it
+    ("potential", ["mlip.potential", "mlip.repulsion", "mlip.terms"]),
     ("models", ["mlip.models"]),
     ("checkpoints", ["mlip.checkpoint", "mlip.pretrained"]),
     ("calculators", ["mlip.calculators"]),
@@ -220,14 +220,20 @@ def layer_of(module: str) -> int:
 
 
 def upward_imports(root: Path, allowed: Iterable[Tuple[str, str]] = ()) -> List[Import]:
-    """Imports of a module of a higher layer than the importer's, except the ``allowed`` pairs."""
+    """Imports of a module of a higher layer than the importer's, except the ``allowed`` pairs
+    (modules in no layer are left to :func:`test_every_module_has_a_layer`)."""
     allowed = set(allowed)
     return [imp for imp in imports(root)
-            if layer_of(imp.target) > layer_of(imp.importer) and (imp.importer, imp.target) not in allowed]
+            if layer_of(imp.target) > layer_of(imp.importer) >= 0 and (imp.importer, imp.target) not in allowed]
+
+
+def layer_name(module: str) -> str:
+    k = layer_of(module)
+    return LAYERS[k][0] if k >= 0 else "no layer"
 
 
 def describe(imp: Import) -> str:
-    layer = f"{LAYERS[layer_of(imp.importer)][0]} → {LAYERS[layer_of(imp.target)][0]}"
+    layer = f"{layer_name(imp.importer)} → {layer_name(imp.target)}"
     what = imp.target if imp.name is None else f"{imp.target}.{imp.name}"
     return f"{imp.importer} (line {imp.line}) imports {what} [{layer}]"
 
