@@ -94,7 +94,6 @@ def build_plan(positions: Tensor, batch: Tensor, n_graphs: int, full: Tensor, ma
     rc = search_cutoff(cutoff, positions, masked)
     pos64 = positions.detach().to(torch.float64)
     dev = pos64.device
-    n = pos64.shape[0]
     n_g = full.shape[0]
     inv = inv3(full)
     reach = torch.where(pbc, rc * inv.norm(dim=1), torch.zeros(()))  # [G, 3] fractional reach

@@ -10,7 +10,6 @@ itself are left to the GPU tests at the end (skipped here with the reason).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 

@@ -10,6 +10,7 @@ never each other.
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Dict, Tuple
 
 import torch
@@ -48,7 +49,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         if device.type != "cpu":
             return "cuda" if device.type == "cuda" and cuda_kernels_available() else "torch"
         try:
-            import vesin  # noqa: F401
+            importlib.import_module("vesin")
         except ImportError:
             return "torch"
         return "vesin"
