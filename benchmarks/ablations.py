@@ -67,8 +67,8 @@ def seconds_per_step(cfg: dict, samples, n_steps: int = 20, n_warmup: int = 5) -
     import mlip
     from mlip.models import create_model
     from mlip.training import TrainConfig
-    from mlip.training.samples import atoms_of
-    from mlip.training.trainer import _batch_targets, loss_terms
+    from mlip.training.samples import atoms_of, batch_targets
+    from mlip.training.trainer import loss_terms
 
     config = TrainConfig.from_dict(cfg)
     args = dict(config.model)
@@ -82,7 +82,7 @@ def seconds_per_step(cfg: dict, samples, n_steps: int = 20, n_warmup: int = 5) -
         t0 = time.perf_counter()
         graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=torch.float32)
         out = potential(graph, compute_forces=True, compute_stress=True, create_graph=True)
-        loss, _ = loss_terms(out, _batch_targets(chunk, torch.float32, "cpu"), 1.0, config)
+        loss, _ = loss_terms(out, batch_targets(chunk, torch.float32, "cpu"), 1.0, config)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -172,9 +172,9 @@ def main(argv=None) -> int:
             train_samples = train_all[:args.n_train]
             valid_samples = train_all[args.n_train:args.n_train + args.n_valid]
         else:  # exactly the shipped models' data: mlip train's split (valid_fraction 0.1, seed 0, by group)
-            from mlip.training.trainer import _split
+            from mlip.data import train_valid_split
 
-            train_samples, valid_samples = _split(train_all, 0.1, 0)
+            train_samples, valid_samples = train_valid_split(train_all, 0.1, 0)
         test_samples = list(read_dataset(args.test))[:args.n_test]
         for name in args.only or list(VARIANTS):
             if (out / name / "result.json").is_file():

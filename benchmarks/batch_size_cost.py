@@ -24,9 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ablations import seconds_per_step  # noqa: E402
 
-from mlip.data import read_dataset  # noqa: E402
+from mlip.data import read_dataset, train_valid_split  # noqa: E402
 from mlip.training import TrainConfig  # noqa: E402
-from mlip.training.trainer import _split  # noqa: E402
 from mlip.io import read_yaml  # noqa: E402
 
 
@@ -44,7 +43,7 @@ def main(argv=None) -> int:
     base = read_yaml(args.config, "training config")
     config = TrainConfig.from_dict(dict(base, data=dict(base.get("data") or {}, train=args.train)))
     # mlip train's own split (by structure group), as benchmarks/ablations.py uses it
-    samples, _ = _split(list(read_dataset(args.train)), config.data.valid_fraction, config.seed)
+    samples, _ = train_valid_split(list(read_dataset(args.train)), config.data.valid_fraction, config.seed)
     n_train = len(samples)
     minutes = {b: [] for b in args.batch_sizes}
     for r in range(args.rounds):

@@ -69,8 +69,8 @@ class MLIPCalculator(Calculator):
 
     Invalid input raises ``ValueError`` naming the problem: elements the potential was not built
     for, NaN/inf coordinates, a periodic structure whose cell has zero volume or is so small that
-    an atom would have more than ``mlip.graph.MAX_NEIGHBORS_PER_ATOM`` neighbours within the cutoff,
-    two atoms at the same position, an empty structure.
+    an atom would have more than ``mlip.structure_checks.MAX_NEIGHBORS_PER_ATOM`` neighbours within
+    the cutoff, two atoms at the same position, an empty structure.
     """
 
     implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
@@ -142,6 +142,6 @@ def load_calculator(
     **kwargs,
 ) -> MLIPCalculator:
     """One-liner: an :class:`MLIPCalculator` for a checkpoint path or a shipped model's name."""
-    from mlip.checkpoint import load_potential
+    from mlip.pretrained import load_potential
 
     return MLIPCalculator(load_potential(path_or_name), device=device, dtype=dtype, **kwargs)

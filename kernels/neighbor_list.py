@@ -2,7 +2,7 @@
 :func:`mlip.neighbors.neighbor_list`.
 
 Same output as the CPU paths (edge set (i, j, integer shift S), sorted by (i, j, S0, S1, S2)):
-the kernels apply the exact distance filter of :func:`mlip.neighbors.cell_list.finalize_edges`
+the kernels apply the exact distance filter of :func:`mlip.neighbors.edges.finalize_edges`
 themselves (same operations, same rounding) and write each atom's edges sorted, so no global
 filter or sort follows.
 
@@ -40,17 +40,9 @@ from typing import Callable, Tuple
 import numpy as np
 import torch
 
-from mlip.neighbors.cell_list import (
-    _empty,
-    to_device_async,
-    _mat_rows,
-    _prepare_batch,
-    _prepare_single,
-    finalize_edges,
-    inv3,
-    periodic_images,
-    search_cutoff,
-)
+from mlip.neighbors.edges import empty_edges, finalize_edges
+from mlip.neighbors.images import mat_rows, periodic_images
+from mlip.neighbors.inputs import inv3, prepare_batch, prepare_single, search_cutoff, to_device_async
 
 Tensor = torch.Tensor
 NS = 2  # bins are at least rc / NS wide; the stencil is (2 NS + 1)^3 bins
@@ -102,7 +94,6 @@ def build_plan(positions: Tensor, batch: Tensor, n_graphs: int, full: Tensor, ma
     rc = search_cutoff(cutoff, positions, masked)
     pos64 = positions.detach().to(torch.float64)
     dev = pos64.device
-    n = pos64.shape[0]
     n_g = full.shape[0]
     inv = inv3(full)
     reach = torch.where(pbc, rc * inv.norm(dim=1), torch.zeros(()))  # [G, 3] fractional reach
@@ -113,15 +104,15 @@ def build_plan(positions: Tensor, batch: Tensor, n_graphs: int, full: Tensor, ma
     inv_d = packed[:, 9:18].reshape(n_g, 3, 3)
     reach = packed[:, 18:21]
     pbc_d = packed[:, 21:24] > 0.5
-    frac = _mat_rows(pos64, inv_d[batch])
+    frac = mat_rows(pos64, inv_d[batch])
     per_atom_pbc = pbc_d[batch]
     s0f = torch.where(per_atom_pbc, torch.floor(frac), torch.zeros_like(frac))
     fw = frac - s0f
-    pw = pos64 - _mat_rows(s0f, full_d[batch])
+    pw = pos64 - mat_rows(s0f, full_d[batch])
 
     gatom, gshift, home_ghost = periodic_images(fw, batch, reach, pbc_d, with_home=True)
     gb = batch[gatom]
-    gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[gb])
+    gpos = pw[gatom] + mat_rows(gshift.to(torch.float64), full_d[gb])
     n_ghost = gpos.shape[0]
 
     # per-structure grids
@@ -315,10 +306,10 @@ def batched_neighbor_list_cuda(positions, cell, pbc, batch, cutoff, search=None,
     """
     if search is None and small_search is None:
         _require_cuda(torch.as_tensor(positions))
-    pbc_t, full, masked, batch, counts, cutoff = _prepare_batch(positions, cell, pbc, batch, cutoff)
+    pbc_t, full, masked, batch, counts, cutoff = prepare_batch(positions, cell, pbc, batch, cutoff)
     n = positions.shape[0]
     if n == 0:
-        return _empty(positions.device)
+        return empty_edges(positions.device)
     if _use_all_pairs(positions, int(counts.max()), small_max_atoms):
         return all_pairs(positions, batch, full.shape[0], full, masked, pbc_t, cutoff,
                          small_search or small_search_cuda)
@@ -331,10 +322,10 @@ def neighbor_list_cuda(positions, cell, pbc, cutoff, search=None, small_search=N
     all-pairs kernels for at most ``small_max_atoms`` atoms, see :func:`batched_neighbor_list_cuda`)."""
     if search is None and small_search is None:
         _require_cuda(torch.as_tensor(positions))
-    pbc_t, full, masked, cutoff = _prepare_single(positions, cell, pbc, cutoff)
+    pbc_t, full, masked, cutoff = prepare_single(positions, cell, pbc, cutoff)
     n = positions.shape[0]
     if n == 0:
-        return _empty(positions.device)
+        return empty_edges(positions.device)
     batch = torch.zeros(n, dtype=torch.long, device=positions.device)
     if _use_all_pairs(positions, n, small_max_atoms):
         return all_pairs(positions, batch, 1, full, masked, pbc_t, cutoff, small_search or small_search_cuda)

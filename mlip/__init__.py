@@ -9,7 +9,8 @@
 from mlip.version import __version__
 from mlip.graph import AtomicGraph, batch_atoms, edge_vectors, validate_atoms
 from mlip.potential import Potential
-from mlip.checkpoint import CheckpointError, load_potential, read_header, save_potential
+from mlip.checkpoint import CheckpointError, read_header, save_potential
+from mlip.pretrained import load_potential
 
 
 def load_calculator(path_or_name: str = "default", device="auto", dtype="float32", **kwargs):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Union
 
@@ -111,25 +110,18 @@ def _load_file(path: Path) -> dict:
         raise CheckpointError(f"{path}: checkpoint weights are corrupted or truncated ({err})") from None
 
 
-def load_potential(path_or_name: Union[str, Path]) -> Potential:
-    """Load a potential from a checkpoint path or the name of a shipped model.
+def load_potential(path: Union[str, Path]) -> Potential:
+    """Load a potential from a checkpoint file (a shipped model by its name:
+    :func:`mlip.load_potential`, i.e. :func:`mlip.pretrained.load_potential`).
 
-    Raises ``FileNotFoundError`` for an unknown path/name and :class:`CheckpointError` (a
-    ``ValueError``) for a corrupted file, an unknown architecture or tensors that do not match the
-    architecture described by the header.
+    Raises ``FileNotFoundError`` for a missing file and :class:`CheckpointError` (a ``ValueError``)
+    for a corrupted file, an unknown architecture or tensors that do not match the architecture
+    described by the header.
     """
-    from mlip import pretrained
     from mlip.models import create_model, get_architecture
     from mlip.models.legacy import upgrade_checkpoint
 
-    if isinstance(path_or_name, str) and not os.path.exists(path_or_name) and pretrained.is_known(path_or_name):
-        return pretrained.load(path_or_name)
-    path = Path(path_or_name)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{str(path_or_name)!r} is neither a checkpoint file nor a shipped model "
-            f"(shipped models: {', '.join(pretrained.available()) or 'none'})"
-        )
+    path = Path(path)
     header = read_header(path)
     tensors = _load_file(path)
     try:

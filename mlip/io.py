@@ -4,7 +4,7 @@
   run resumed after a crash) never sees half a file;
 * :func:`jsonable` turns numpy arrays and scalars into lists and Python numbers, non-finite floats
   into ``null`` (JSON has no NaN), so that ``json.dumps(..., allow_nan=False)`` accepts the result;
-* :func:`write_json` writes a file atomically, optionally gzip-compressed;
+* :func:`write_text` and :func:`write_json` write a file atomically, optionally gzip-compressed;
 * :func:`read_json` reads either form back and answers None for anything unreadable, so that a
   damaged cache file is recomputed rather than fatal;
 * :func:`read_yaml` reads a configuration file with errors that name the file and the problem;
@@ -89,18 +89,24 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def write_text(path: Union[str, Path], text: str, compress: bool = False) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (parent folders are created); ``compress=True``
+    gzip-compresses it with a zero timestamp (the same text gives the same bytes): name the file
+    ``*.gz``."""
+    if compress:
+        data = gzip.compress(text.encode("utf-8"), mtime=0)
+        atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+    else:
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
 def write_json(path: Union[str, Path], obj: Any, compress: bool = False) -> None:
     """Write :func:`jsonable` ``(obj)`` to ``path`` atomically (parent folders are created).
 
     Plain: indented UTF-8 JSON (one space). ``compress=True``: compact JSON, gzip-compressed with a
     zero timestamp (the same content gives the same bytes); name the file ``*.json.gz``.
     """
-    text = json.dumps(jsonable(obj), indent=None if compress else 1, allow_nan=False)
-    if compress:
-        data = gzip.compress(text.encode("utf-8"), mtime=0)
-        atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
-    else:
-        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(path, json.dumps(jsonable(obj), indent=None if compress else 1, allow_nan=False), compress)
 
 
 def read_json(path: Union[str, Path]) -> Optional[dict]:

@@ -15,13 +15,19 @@ All three reproduce ASE's EMT for Al, Cu, Ag, Au, Ni, Pd, Pt (bulk, surfaces, cl
 The registry also holds an *untrained* entry, ``platonic-untrained`` (fixed-seed random weights),
 labelled untrained everywhere it appears (name, a warning on load,
 ``potential.metadata["trained"] = False``); its energies are not physical.
+
+:func:`load` loads a shipped model by name; :func:`load_potential` (``mlip.load_potential``) takes a
+name or a checkpoint path, the files being read by :mod:`mlip.checkpoint`.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Union
+
+from mlip import checkpoint
 
 EMT_ELEMENTS = ["Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt"]
 
@@ -62,13 +68,12 @@ def is_known(name: str) -> bool:
 
 def load(name: str):
     """Load a shipped model by name (``"default"`` is :data:`DEFAULT_MODEL`)."""
-    from mlip.checkpoint import load_potential
     from mlip.models import create_model
 
     if name == "default":
         name = DEFAULT_MODEL
     if name in TRAINED:
-        potential = load_potential(pretrained_dir() / TRAINED[name])
+        potential = checkpoint.load_potential(pretrained_dir() / TRAINED[name])
         potential.metadata = dict(potential.metadata, name=name)  # how it is labelled in outputs
         return potential
     if name in UNTRAINED:
@@ -82,3 +87,22 @@ def load(name: str):
         )
         return potential.eval()
     raise FileNotFoundError(f"no shipped model named {name!r}; shipped models: {', '.join(available())}")
+
+
+def load_potential(path_or_name: Union[str, Path]):
+    """Load a potential from a checkpoint path or the name of a shipped model (an existing file of
+    that name wins); this is :func:`mlip.load_potential`.
+
+    Raises ``FileNotFoundError`` for an unknown path/name and :class:`mlip.CheckpointError` (a
+    ``ValueError``) for a corrupted file, an unknown architecture or tensors that do not match the
+    architecture described by the header.
+    """
+    if isinstance(path_or_name, str) and not os.path.exists(path_or_name) and is_known(path_or_name):
+        return load(path_or_name)
+    path = Path(path_or_name)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{str(path_or_name)!r} is neither a checkpoint file nor a shipped model "
+            f"(shipped models: {', '.join(available()) or 'none'})"
+        )
+    return checkpoint.load_potential(path)

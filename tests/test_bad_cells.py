@@ -16,7 +16,8 @@ from ase.io import write
 import mlip
 import mlip.graph
 from mlip.cli import main
-from mlip.graph import MAX_NEIGHBORS_PER_ATOM, batch_atoms, estimate_neighbors_per_atom
+from mlip.graph import batch_atoms
+from mlip.structure_checks import MAX_NEIGHBORS_PER_ATOM, estimate_neighbors_per_atom
 from mlip.models import create_model
 
 

@@ -10,7 +10,6 @@ itself are left to the GPU tests at the end (skipped here with the reason).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -26,7 +25,8 @@ from mlip.kernels import escn_reference as ref  # noqa: E402
 from mlip.kernels import escn_rotation as er  # noqa: E402
 from mlip.kernels import neighbor_list as knl  # noqa: E402
 from mlip.neighbors import batched_neighbor_list, neighbor_list  # noqa: E402
-from mlip.neighbors import cell_list as _cl  # noqa: E402
+from mlip.neighbors.backends import resolve_backend  # noqa: E402
+from mlip.neighbors.inputs import complete_cells  # noqa: E402
 from mlip.so3 import edge_rotation, m_primary_order, num_truncated_coefficients, wigner_D  # noqa: E402
 
 NO_NVCC = "nvcc not found on PATH: the .cu sources cannot be compiled here"
@@ -371,7 +371,7 @@ def test_kernel_neighbor_search_batched_many_small_cells(host):
 def test_plan_bins_are_wide_enough_and_bounded():
     """Bins ≥ rc / ns along every axis (so the stencil cannot miss a pair) and ≤ 4·ghosts + 27 per structure."""
     pos = torch.tensor([[0.0, 0, 0], [1e6, 0, 0], [0, 2e6, 0], [3.0, 3.0, 3.0]], dtype=torch.float64)
-    full, masked = _cl.complete_cells(torch.zeros(1, 3, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.bool))
+    full, masked = complete_cells(torch.zeros(1, 3, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.bool))
     plan = knl.build_plan(pos, torch.zeros(4, dtype=torch.long), 1, full, masked, torch.zeros(1, 3, dtype=torch.bool),
                           5.0)
     assert int(plan.grid_dims.long().prod()) <= 4 * 4 + 27
@@ -411,20 +411,20 @@ def test_cpu_tensors_never_reach_cupy(monkeypatch):
     with pytest.raises(ValueError, match="CUDA tensors"):
         er.should_use_kernels(True, x, w, index)
     pos = torch.rand(5, 3, dtype=torch.float64) * 3
-    assert _cl._resolve_backend("auto", pos.device) == "vesin"
+    assert resolve_backend("auto", pos.device) == "vesin"
     e, s = neighbor_list(pos, torch.eye(3) * 3, [True] * 3, 2.0)
     assert e.shape[1] > 0
 
 
 def test_auto_backend_on_cuda_devices(monkeypatch):
     monkeypatch.setattr(mk, "_cupy_has_cuda", lambda: True)
-    assert _cl._resolve_backend("auto", torch.device("cuda")) == "cuda"
-    assert _cl._resolve_backend("torch", torch.device("cuda")) == "torch"
+    assert resolve_backend("auto", torch.device("cuda")) == "cuda"
+    assert resolve_backend("torch", torch.device("cuda")) == "torch"
     monkeypatch.setenv("MLIP_DISABLE_KERNELS", "1")
-    assert _cl._resolve_backend("auto", torch.device("cuda")) == "torch"
+    assert resolve_backend("auto", torch.device("cuda")) == "torch"
     monkeypatch.setattr(mk, "_cupy_has_cuda", lambda: False)
     monkeypatch.delenv("MLIP_DISABLE_KERNELS")
-    assert _cl._resolve_backend("auto", torch.device("cuda")) == "torch"
+    assert resolve_backend("auto", torch.device("cuda")) == "torch"
 
 
 def test_cuda_backend_refuses_cpu_tensors():

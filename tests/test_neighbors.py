@@ -7,7 +7,7 @@ from ase.build import bulk, fcc111
 from ase.neighborlist import primitive_neighbor_list
 
 from mlip.neighbors import batched_neighbor_list, neighbor_list
-from mlip.neighbors import cell_list as _cl
+from mlip.neighbors import cell_list, edges
 
 BACKENDS = ("vesin", "torch")
 
@@ -307,7 +307,8 @@ def test_key_overflow_fallbacks(monkeypatch):
     structs = _batch_structures()
     pos, cells, pbcs, batch = _batch_tensors(structs)
     expected = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="torch")
-    monkeypatch.setattr(_cl, "_KEY_LIMIT", 200_000)
+    monkeypatch.setattr(cell_list, "KEY_LIMIT", 200_000)
+    monkeypatch.setattr(edges, "KEY_LIMIT", 200_000)
     got = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="torch")
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
     got = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="vesin")
@@ -319,8 +320,8 @@ def test_small_chunks(monkeypatch):
     structs = _batch_structures()
     pos, cells, pbcs, batch = _batch_tensors(structs)
     expected = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="vesin")
-    monkeypatch.setattr(_cl, "_QBLOCK", 7)
-    monkeypatch.setattr(_cl, "_CHUNK", 50)
+    monkeypatch.setattr(cell_list, "QUERY_BLOCK", 7)
+    monkeypatch.setattr(cell_list, "CANDIDATE_CHUNK", 50)
     got = batched_neighbor_list(pos, cells, pbcs, batch, 5.0, backend="torch")
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
 
@@ -397,9 +398,9 @@ def test_device_filter_and_sort_equals_nonzero_then_lexsort():
     pick = torch.zeros(int(first.max()) + 1, dtype=torch.long).scatter_(0, first, torch.arange(n_edges))
     i, j, shifts = i[pick], j[pick], shifts[pick]
     keep = torch.rand(i.numel(), generator=g) < 0.7
-    got = _cl._filter_and_sort_device(i, j, shifts, keep, n_atoms)
+    got = edges.filter_and_sort_device(i, j, shifts, keep, n_atoms)
     kept = torch.nonzero(keep).flatten()
-    want = kept[_cl.lexsort_edges(i[kept], j[kept], shifts[kept], n_atoms)]
+    want = kept[edges.lexsort_edges(i[kept], j[kept], shifts[kept], n_atoms)]
     assert got is not None and torch.equal(got, want)
     # a key range that would overflow int64 is handed back to the general path
-    assert _cl._filter_and_sort_device(i, j, shifts * 10**5, keep, 10**6) is None
+    assert edges.filter_and_sort_device(i, j, shifts * 10**5, keep, 10**6) is None

@@ -6,13 +6,14 @@
 * :class:`Sample`: ``atoms`` (``ase.Atoms``), ``energy`` (eV), ``forces`` ([n_atoms, 3], eV/Å), ``stress``
   ([6] Voigt xx, yy, zz, yz, xz, xy in eV/Å³ with ASE's sign, or ``None``), ``source``, ``index``,
   ``group``, ``frame_id``.
-* :func:`split_dataset`: seeded, disjoint, complete train/validation/test splits, optionally grouped.
+* :func:`split_dataset`: seeded, disjoint, complete train/validation/test splits, optionally grouped;
+  :func:`train_valid_split`: the training's (train, valid) split, grouped when samples have groups.
 * :func:`generate_emt_dataset` (module :mod:`mlip.data.emt`): EMT-labelled metals and alloys.
 """
 
 from mlip.data.readers import FORMATS, detect_format, iter_ase_db, iter_extxyz, read_dataset
 from mlip.data.sample import Sample, write_extxyz
-from mlip.data.splits import split_dataset, split_indices
+from mlip.data.splits import split_dataset, split_indices, train_valid_split
 from mlip.data.summary import format_summary, summarize
 
 
@@ -44,5 +45,6 @@ __all__ = [
     "split_indices",
     "structure_from_dict",
     "summarize",
+    "train_valid_split",
     "write_extxyz",
 ]

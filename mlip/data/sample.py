@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
 
-from mlip.graph import validate_atoms
+from mlip.structure_checks import validate_atoms
 
 __all__ = ["Sample", "write_extxyz"]
 
@@ -131,7 +131,7 @@ def as_stress(value, name: str = "stress") -> np.ndarray:
 
 
 def check_structure(atoms, allowed_numbers: Optional[Sequence[int]] = None) -> None:
-    """Geometry checks of :func:`mlip.graph.validate_atoms` plus known elements (and ``allowed_numbers``)."""
+    """Geometry checks of :func:`mlip.structure_checks.validate_atoms` plus known elements (and ``allowed_numbers``)."""
     from ase.data import chemical_symbols
 
     numbers = np.asarray(atoms.numbers)

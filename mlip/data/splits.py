@@ -6,7 +6,7 @@ from typing import Callable, Hashable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["split_dataset", "split_indices"]
+__all__ = ["split_dataset", "split_indices", "train_valid_split"]
 
 
 def _check_fractions(fractions) -> np.ndarray:
@@ -122,3 +122,15 @@ def split_dataset(
     if items is None or return_indices:
         return parts
     return tuple([items[int(i)] for i in p] for p in parts)
+
+
+def train_valid_split(samples: Sequence, valid_fraction: float, seed: int = 0) -> Tuple[list, list]:
+    """The training's (train, valid) split: ``valid_fraction`` of the samples in valid (the
+    config's ``data.valid_fraction``), seeded by ``seed``; samples that share a ``group`` (one MD
+    trajectory, one mp_id) stay on the same side. ``valid_fraction <= 0`` gives ``(samples, [])``."""
+    if valid_fraction <= 0:
+        return samples, []
+    grouped = any(getattr(s, "group", None) is not None for s in samples)
+    train_part, valid_part = split_dataset(samples, fractions=(1 - valid_fraction, valid_fraction), seed=seed,
+                                           group_by="group" if grouped else None)
+    return list(train_part), list(valid_part)

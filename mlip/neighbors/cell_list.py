@@ -1,4 +1,4 @@
-"""Pure-PyTorch cell-list neighbour search, plus the helpers shared by all backends.
+"""Pure-PyTorch cell-list neighbour search: ``backend="torch"`` of :func:`mlip.neighbors.neighbor_list`.
 
 The torch backend works on any device (CPU or CUDA) with torch operations only: no numpy
 on the hot path and no Python loop over atoms (only over the three lattice directions and
@@ -6,8 +6,9 @@ over chunks of candidate pairs, to bound peak memory).
 
 Algorithm (all structures of a batch at once)
 ---------------------------------------------
-``rc`` below is the search radius: the cutoff plus a tiny margin (:func:`search_cutoff`) that
-covers rounding, so that the exact filter of step 6 never misses a pair.
+``rc`` below is the search radius: the cutoff plus a tiny margin
+(:func:`mlip.neighbors.inputs.search_cutoff`) that covers rounding, so that the exact filter of
+step 6 never misses a pair.
 
 1. *Validation and cell completion* (host, 3x3 per structure): periodic lattice vectors
    must be linearly independent; the rows of non-periodic directions are replaced by unit
@@ -35,363 +36,35 @@ covers rounding, so that the exact filter of step 6 never misses a pair.
    whose distance to the atom is below ``rc`` are queried; in a row the bins hit by the
    sphere form one contiguous key range ``[z - h, z + h]`` (``h`` from the row distance), so
    a query is two lookups. Ranges are expanded into candidate pairs (scatter + cumsum) in
-   chunks of at most ``_CHUNK`` pairs and kept when closer than ``rc`` (float64); the
+   chunks of at most ``CANDIDATE_CHUNK`` pairs and kept when closer than ``rc`` (float64); the
    trivial self pair is dropped. About two candidates are examined per neighbour found.
-6. *Finalisation* (shared with the vesin backend, see :func:`finalize_edges`): the exact
-   filter ``|pos[j] - pos[i] + S @ cell| < cutoff`` evaluated in the input dtype, then a
+6. *Finalisation* (shared with the other backends, :func:`mlip.neighbors.edges.finalize_edges`):
+   the exact filter ``|pos[j] - pos[i] + S @ cell| < cutoff`` evaluated in the input dtype, then a
    lexicographic sort by ``(i, j, S0, S1, S2)``. Because both backends search with the same
    margin and finish with this identical filter, they return identical tensors.
 
-Memory is ``O(n_ghosts + 25 * n_atoms + _CHUNK)`` on top of the output (``n_ghosts`` is
-about ``n_atoms`` times the volume ratio of the cell padded by ``rc`` to the cell).
+Memory is ``O(n_ghosts + 25 * n_atoms + CANDIDATE_CHUNK)`` on top of the output (``n_ghosts``
+is about ``n_atoms`` times the volume ratio of the cell padded by ``rc`` to the cell).
 """
 
 from __future__ import annotations
 
-import math
-from typing import Sequence, Tuple, Union
+from typing import Tuple
 
 import torch
 
-__all__ = [
-    "neighbor_list",
-    "batched_neighbor_list",
-    "neighbor_list_torch",
-    "batched_neighbor_list_torch",
-]
+from mlip.neighbors.edges import KEY_LIMIT, empty_edges, finalize_edges
+from mlip.neighbors.images import mat_rows, periodic_images
+from mlip.neighbors.inputs import PbcLike, inv3, prepare_batch, prepare_single, search_cutoff
+
+__all__ = ["neighbor_list_torch", "batched_neighbor_list_torch"]
 
 Tensor = torch.Tensor
-PbcLike = Union[Tensor, Sequence[bool], bool]
 
-# Maximum number of candidate pairs materialised at once in the torch backend.
-_CHUNK = 1 << 20
-# Maximum number of centre atoms whose bin queries are built at once.
-_QBLOCK = 1 << 15
-# Largest integer allowed in a packed int64 sort/bin key.
-_KEY_LIMIT = 1 << 62
-# Relative squared-volume threshold below which periodic lattice vectors count as dependent.
-_DEGENERATE_TOL = 1e-12
-
-
-# ----------------------------------------------------------------------------------------
-# Shared helpers (used by both backends)
-# ----------------------------------------------------------------------------------------
-
-
-def _as_pbc(pbc: PbcLike, n_graphs: int | None) -> Tensor:
-    """Convert ``pbc`` to a CPU bool tensor of shape [3] (``n_graphs`` None) or [n_graphs, 3]."""
-    t = torch.as_tensor(pbc).detach().to("cpu")
-    if t.dtype != torch.bool:
-        t = t != 0
-    if n_graphs is None:
-        if t.dim() == 0:
-            t = t.expand(3)
-        if t.shape != (3,):
-            raise ValueError(f"pbc must have shape [3], got {tuple(t.shape)}")
-    else:
-        if t.dim() == 0:
-            t = t.expand(n_graphs, 3)
-        elif t.dim() == 1 and t.shape[0] == 3:
-            t = t.expand(n_graphs, 3)
-        if t.shape != (n_graphs, 3):
-            raise ValueError(f"pbc must have shape [{n_graphs}, 3], got {tuple(t.shape)}")
-    return t.clone()
-
-
-def _check_positions(positions: Tensor) -> None:
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError("positions must be a torch.Tensor")
-    if positions.dim() != 2 or positions.shape[1] != 3:
-        raise ValueError(f"positions must have shape [n_atoms, 3], got {tuple(positions.shape)}")
-    if not positions.dtype.is_floating_point:
-        raise ValueError(f"positions must be floating point, got {positions.dtype}")
-    if positions.numel() > 0 and not bool(torch.isfinite(positions).all()):
-        raise ValueError("positions contain NaN or inf")
-
-
-def _check_cutoff(cutoff) -> float:
-    cutoff = float(cutoff)
-    if not math.isfinite(cutoff) or cutoff <= 0.0:
-        raise ValueError(f"cutoff must be a positive finite number, got {cutoff}")
-    return cutoff
-
-
-def det3(m: Tensor) -> Tensor:
-    """Determinants of [..., 3, 3] matrices by the rule of Sarrus (elementwise: for a batch of many
-    small matrices on the CPU, far cheaper than one LAPACK call per matrix)."""
-    a, b, c = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
-    d, e, f = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
-    g, h, i = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
-    return a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
-
-
-def inv3(m: Tensor) -> Tensor:
-    """Inverses of invertible [..., 3, 3] matrices (adjugate over determinant, elementwise)."""
-    r0, r1, r2 = m[..., 0, :], m[..., 1, :], m[..., 2, :]
-    # columns of the inverse are the cross products of the rows, over the determinant
-    adj = torch.stack([torch.cross(r1, r2, dim=-1), torch.cross(r2, r0, dim=-1), torch.cross(r0, r1, dim=-1)], -1)
-    return adj / det3(m)[..., None, None]
-
-
-def complete_cells(cell: Tensor, pbc: Tensor) -> Tuple[Tensor, Tensor]:
-    """Validate cells and replace the rows of non-periodic directions.
-
-    Args:
-        cell: [n_graphs, 3, 3] lattice vectors as rows (any dtype/device).
-        pbc: [n_graphs, 3] bool (CPU).
-
-    Returns:
-        ``(full, masked)``, both [n_graphs, 3, 3] float64 on CPU. ``full`` keeps the periodic
-        rows and has unit vectors orthogonal to the periodic ones (positively oriented when
-        some direction is non-periodic) in the non-periodic rows; it is always invertible.
-        ``masked`` is ``cell`` with the non-periodic rows set to zero (used in the exact
-        distance filter, so anything stored in non-periodic rows is ignored).
-
-    Raises:
-        ValueError: periodic lattice vectors that are zero, non-finite or linearly dependent.
-    """
-    c = cell.detach().to("cpu", torch.float64)
-    if c.dim() != 3 or c.shape[1:] != (3, 3):
-        raise ValueError(f"cell must have shape [3, 3] (or [n_graphs, 3, 3]), got {tuple(cell.shape)}")
-    if c.shape[0] == 0:
-        return c.clone(), c.clone()
-    pm = pbc[:, :, None]
-    masked = torch.where(pm, c, torch.zeros_like(c))
-    if not bool(torch.isfinite(masked).all()):
-        raise ValueError("periodic cell vectors contain NaN or inf")
-    norms2 = (masked * masked).sum(-1)  # [G, 3]
-    if bool((pbc & (norms2 == 0)).any()):
-        raise ValueError("periodic cell has zero volume: a periodic lattice vector is zero")
-    # Gram determinant of the periodic rows, normalised by their squared lengths (1 = orthogonal).
-    gram = masked @ masked.transpose(1, 2) + torch.diag_embed((~pbc).to(torch.float64))
-    ratio = det3(gram) / torch.where(pbc, norms2, torch.ones_like(norms2)).prod(-1)
-    if bool((pbc.any(-1) & ~(ratio > _DEGENERATE_TOL)).any()):
-        raise ValueError(
-            "periodic cell has zero volume: the lattice vectors of the periodic directions "
-            "are linearly dependent"
-        )
-    if bool(pbc.all()):  # nothing to complete (and no SVD, which is costly for a batch)
-        return c.clone(), masked
-    # Orthonormal complement of the periodic span: right singular vectors of the smallest
-    # singular values (exactly zero for the masked rows).
-    _, _, vh = torch.linalg.svd(masked)
-    npbc = ~pbc
-    m = npbc.sum(-1, keepdim=True)  # [G, 1]
-    src = (3 - m + torch.cumsum(npbc.long(), -1) - 1).clamp(0, 2)  # [G, 3]
-    comp = torch.gather(vh, 1, src[:, :, None].expand(-1, -1, 3))
-    full = torch.where(pm, c, comp)
-    # Make the completed cell right-handed by flipping the last non-periodic row if needed
-    # (irrelevant for correctness, some codes dislike left-handed boxes).
-    det = det3(full)
-    last_np = torch.where(npbc, torch.arange(3).expand_as(npbc), torch.full_like(npbc, -1, dtype=torch.long))
-    last_np = last_np.max(-1).values  # [G], -1 when fully periodic
-    flip = (det < 0) & (last_np >= 0)
-    if bool(flip.any()):
-        sign = torch.ones_like(norms2)
-        gi = torch.nonzero(flip).flatten()
-        sign[gi, last_np[gi]] = -1.0
-        full = full * sign[:, :, None]
-    return full, masked
-
-
-def to_device_async(t: Tensor, device) -> Tensor:
-    """Copy a small CPU tensor to ``device`` without a host synchronisation (pinned memory,
-    non-blocking; stream-ordered, so later kernels see the data). Identity on CPU."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return t.to(device)
-    return t.contiguous().pin_memory().to(device, non_blocking=True)
-
-
-def search_cutoff(cutoff: float, positions: Tensor, masked_cells: Tensor) -> float:
-    """Cutoff used for the candidate search, slightly larger than ``cutoff``.
-
-    The margin covers the rounding errors of the final filter evaluated in the input dtype
-    (and of the float64 search), so that no pair with ``d < cutoff`` is ever missed.
-
-    Args:
-        cutoff: requested cutoff.
-        positions: [n_atoms, 3] input positions (their dtype sets the rounding unit).
-        masked_cells: [n_graphs, 3, 3] float64 cells with non-periodic rows zeroed.
-    """
-    eps = torch.finfo(positions.dtype).eps
-    scale = cutoff
-    if positions.numel() > 0:
-        scale += 3.0 * float(positions.detach().abs().max())
-    if masked_cells.numel() > 0:
-        scale += float(masked_cells.norm(dim=-1).sum(-1).max())
-    return cutoff * (1.0 + 1e-6) + 64.0 * eps * scale + 1e-12
-
-
-def finalize_edges(
-    positions: Tensor,
-    masked_cells: Tensor,
-    edge_graph: Tensor | None,
-    i: Tensor,
-    j: Tensor,
-    shifts: Tensor,
-    cutoff: float,
-    n_atoms: int,
-) -> Tuple[Tensor, Tensor]:
-    """Exact distance filter in the input dtype, then lexicographic sort.
-
-    Args:
-        positions: [n_atoms, 3] input positions (dtype/device of the output computation).
-        masked_cells: [n_graphs, 3, 3] cells (non-periodic rows zeroed), any dtype/device.
-        edge_graph: [n_edges] int64 structure index of each candidate, or None (one structure).
-        i, j: [n_edges] int64 candidate pairs (global atom indices).
-        shifts: [n_edges, 3] int64 candidate shifts.
-        cutoff: the requested cutoff; kept pairs satisfy ``d² < cutoff²`` strictly, d² evaluated
-            in the input dtype and cutoff² rounded to it.
-        n_atoms: number of atoms (for the sort key).
-
-    Returns:
-        edge_index [2, n_kept] int64 and shifts [n_kept, 3] int64, sorted by
-        ``(i, j, S0, S1, S2)``, on the device of ``positions``.
-    """
-    dev = positions.device
-    i = i.to(dev)
-    j = j.to(dev)
-    shifts = shifts.to(dev)
-    if i.numel() > 0:
-        dt = positions.dtype
-        cells = to_device_async(masked_cells.to(dtype=dt), dev) if masked_cells.device.type == "cpu" \
-            else masked_cells.to(device=dev, dtype=dt)
-        if edge_graph is not None:
-            cells = cells[edge_graph.to(dev)]  # [E, 3, 3]
-        else:
-            cells = cells[0]  # [3, 3]: 0-dim entries broadcast, same arithmetic
-        post = positions.detach().t().contiguous()  # [3, N]
-        s_0, s_1, s_2 = (shifts[:, k].to(dt) for k in range(3))
-        # Edge vector pos[j] - pos[i] + S @ cell, component by component with a fixed
-        # operation order (no fused multiply-add), so that the result of every edge is the same
-        # whichever backend, batch or chunk it comes from.
-        d2 = None
-        for k in range(3):
-            vk = post[k].index_select(0, j)
-            vk -= post[k].index_select(0, i)
-            sc = s_0 * cells[..., 0, k]
-            sc += s_1 * cells[..., 1, k]
-            sc += s_2 * cells[..., 2, k]
-            vk += sc
-            vk *= vk
-            if d2 is None:
-                d2 = vk
-            else:
-                d2 += vk
-        # squared, against cutoff^2 rounded to the dtype: only correctly rounded operations, so that
-        # every backend and device keeps the same pairs (PyTorch's CPU sqrt is not correctly
-        # rounded: sqrt(1.8² + 1.8²) in float32 comes out one unit in the last place low)
-        within = d2 < cutoff * cutoff
-        if dev.type == "cuda":
-            sorted_kept = _filter_and_sort_device(i, j, shifts, within, n_atoms)
-            if sorted_kept is not None:
-                edge_index = torch.stack([i.index_select(0, sorted_kept), j.index_select(0, sorted_kept)])
-                return edge_index, shifts.index_select(0, sorted_kept)
-        keep = torch.nonzero(within).flatten()
-        i, j, shifts = i.index_select(0, keep), j.index_select(0, keep), shifts.index_select(0, keep)
-    order = lexsort_edges(i, j, shifts, n_atoms)
-    edge_index = torch.stack([i.index_select(0, order), j.index_select(0, order)])
-    return edge_index, shifts.index_select(0, order)
-
-
-def _filter_and_sort_device(i: Tensor, j: Tensor, shifts: Tensor, keep: Tensor, n_atoms: int):
-    """Indices of the kept edges in (i, j, S0, S1, S2) order, with one device-to-host
-    synchronisation (count and shift ranges together): dropped edges get a key past every kept
-    one, so a single argsort both filters and orders. None when the packed key would overflow
-    (the caller then uses the general path). Same result as nonzero + :func:`lexsort_edges`."""
-    stats = torch.cat([keep.sum()[None], shifts.min(0).values, shifts.max(0).values]).tolist()
-    count, smin, smax = int(stats[0]), stats[1:4], stats[4:7]
-    ranges = [int(b - a + 1) for a, b in zip(smin, smax)]
-    n = max(int(n_atoms), 1)
-    if n * n * ranges[0] * ranges[1] * ranges[2] >= _KEY_LIMIT:
-        return None
-    key = ((i * n + j) * ranges[0] + (shifts[:, 0] - int(smin[0]))) * ranges[1] + (shifts[:, 1] - int(smin[1]))
-    key = key * ranges[2] + (shifts[:, 2] - int(smin[2]))
-    key = torch.where(keep, key, torch.full_like(key, _KEY_LIMIT))
-    return torch.argsort(key)[:count]
-
-
-def lexsort_edges(i: Tensor, j: Tensor, shifts: Tensor, n_atoms: int) -> Tensor:
-    """Permutation sorting edges lexicographically by ``(i, j, S0, S1, S2)``.
-
-    Args:
-        i, j: [n_edges] int64; shifts: [n_edges, 3] int64; n_atoms: bound on i and j.
-
-    Returns:
-        [n_edges] int64 permutation (edges are assumed distinct, so it is unique).
-    """
-    n_edges = i.numel()
-    if n_edges <= 1:
-        return torch.arange(n_edges, device=i.device)
-    smin = shifts.min(0).values
-    smax = shifts.max(0).values
-    ranges = [int(v) for v in (smax - smin + 1).tolist()]
-    n = max(int(n_atoms), 1)
-    if n * n * ranges[0] * ranges[1] * ranges[2] < _KEY_LIMIT:
-        s = shifts - smin
-        key = ((i * n + j) * ranges[0] + s[:, 0]) * ranges[1] + s[:, 1]
-        key = key * ranges[2] + s[:, 2]
-        if key.device.type == "cpu":
-            # numpy's introsort is several times faster than torch.sort on CPU; the keys are
-            # distinct so the permutation does not depend on the algorithm.
-            return torch.from_numpy(key.numpy().argsort())
-        return torch.argsort(key)
-    # Fallback: successive stable sorts from the least significant key.
-    order = torch.arange(n_edges, device=i.device)
-    for col in (shifts[:, 2], shifts[:, 1], shifts[:, 0], j, i):
-        order = order[torch.sort(col[order], stable=True).indices]
-    return order
-
-
-def _empty(device) -> Tuple[Tensor, Tensor]:
-    return (
-        torch.zeros((2, 0), dtype=torch.long, device=device),
-        torch.zeros((0, 3), dtype=torch.long, device=device),
-    )
-
-
-def _prepare_single(positions, cell, pbc, cutoff):
-    """Validate the single-structure arguments; return (pbc [1,3], full, masked, cutoff)."""
-    _check_positions(positions)
-    cutoff = _check_cutoff(cutoff)
-    cell = torch.as_tensor(cell)
-    if cell.shape != (3, 3):
-        raise ValueError(f"cell must have shape [3, 3], got {tuple(cell.shape)}")
-    pbc_t = _as_pbc(pbc, None)[None]
-    full, masked = complete_cells(cell[None], pbc_t)
-    return pbc_t, full, masked, cutoff
-
-
-def _prepare_batch(positions, cell, pbc, batch, cutoff):
-    """Validate batched arguments; return (pbc [G,3], full, masked, batch, counts, cutoff)."""
-    _check_positions(positions)
-    cutoff = _check_cutoff(cutoff)
-    cell = torch.as_tensor(cell)
-    if cell.dim() == 2:
-        cell = cell[None]
-    if cell.dim() != 3 or cell.shape[1:] != (3, 3):
-        raise ValueError(f"cell must have shape [n_graphs, 3, 3], got {tuple(cell.shape)}")
-    n_graphs = cell.shape[0]
-    pbc_t = _as_pbc(pbc, n_graphs)
-    batch = torch.as_tensor(batch, device=positions.device).long()
-    if batch.shape != (positions.shape[0],):
-        raise ValueError(f"batch must have shape [{positions.shape[0]}], got {tuple(batch.shape)}")
-    if batch.numel() > 0:
-        bad = (batch[1:] < batch[:-1]).any() | (batch[0] < 0) | (batch[-1] >= n_graphs)  # one sync
-        if bool(bad):
-            raise ValueError("batch must be sorted (atoms of a structure contiguous) with values in "
-                             "[0, n_graphs)")
-    # atoms per structure from the sorted batch (searchsorted: no device-to-host sync, unlike bincount)
-    bounds = torch.searchsorted(batch, torch.arange(n_graphs + 1, device=batch.device))
-    counts = bounds[1:] - bounds[:-1]
-    full, masked = complete_cells(cell, pbc_t)
-    return pbc_t, full, masked, batch, counts, cutoff
-
-
-# ----------------------------------------------------------------------------------------
-# Torch cell list
-# ----------------------------------------------------------------------------------------
+#: Maximum number of candidate pairs materialised at once.
+CANDIDATE_CHUNK = 1 << 20
+#: Maximum number of centre atoms whose bin queries are built at once.
+QUERY_BLOCK = 1 << 15
 
 
 def _compact_axis(x: Tensor, rc: float) -> Tensor:
@@ -442,62 +115,11 @@ def _expand_segments(cnt: Tensor, first: Tensor, per_row: int, total: int) -> Tu
     return gi, ci
 
 
-def _mat_rows(v: Tensor, m: Tensor) -> Tensor:
-    """``v @ m`` per row, elementwise: v [M, 3], m [M, 3, 3] or [3, 3] -> [M, 3]."""
-    if m.dim() == 2:
-        return (v[:, 0:1] * m[0] + v[:, 1:2] * m[1]) + v[:, 2:3] * m[2]
-    return (v[:, 0:1] * m[:, 0] + v[:, 1:2] * m[:, 1]) + v[:, 2:3] * m[:, 2]
-
-
 # Bin layout of the torch cell list: x and y bins of edge rc / _NSUB (a centre looks at
 # (2 * _NSUB + 1)^2 "rows" of bins, pruned by their distance to the centre); z bins of edge
 # rc / _NZ, so that each row query is one contiguous key range trimmed to the sphere.
 _NSUB = 2
 _NZ = 8
-
-
-def periodic_images(fw: Tensor, batch: Tensor, reach: Tensor, pbc_d: Tensor, single: bool = False,
-                    with_home: bool = False):
-    """Every periodic image ("ghost") of every atom that can lie within the search radius of the
-    home cell: atom gatom[m] translated by the integer cell shift gshift[m].
-
-    fw [N, 3] wrapped fractional coordinates; batch [N] structure of each atom; reach [G, 3]
-    fractional reach r_c·|b_k| (0 along non-periodic axes); pbc_d [G, 3] bool (device);
-    ``single``: one structure (scalar reach, faster). Returns (gatom [M] int64, gshift [M, 3] int64),
-    ordered by atom, then by shift (S0, S1, S2) lexicographically; with ``with_home`` also
-    home [N] int64, the position of each atom's untranslated ghost (S = 0).
-
-    Each atom gets the box of translations t_k in [tmin_k, tmax_k] (a single 0 along non-periodic
-    axes), so its ghosts are counted, laid out and decoded with one device-to-host
-    synchronisation (the total count) whatever the number of periodic axes.
-    """
-    dev = fw.device
-    n = fw.shape[0]
-    if single:
-        r = reach[0].to(fw.dtype)
-        per = pbc_d[0].expand(n, 3)
-    else:
-        r = reach[batch].to(fw.dtype)
-        per = pbc_d[batch]
-    tmin = torch.where(per, torch.ceil(-r - fw), torch.zeros_like(fw)).long()  # [N, 3]
-    tmax = torch.where(per, torch.floor((1.0 + r) - fw), torch.zeros_like(fw)).long()
-    cnt = (tmax - tmin + 1).clamp_min(0)  # [N, 3]
-    per_atom = cnt.prod(1)
-    ends = torch.cumsum(per_atom, 0)
-    total = int(ends[-1]) if n else 0
-    start = ends - per_atom
-    gatom = torch.repeat_interleave(torch.arange(n, device=dev), per_atom, output_size=total)
-    u = torch.arange(total, device=dev) - start[gatom]  # local index, S2 fastest
-    c1, c2 = cnt[gatom, 1], cnt[gatom, 2]
-    t2 = u % c2
-    u = torch.div(u, c2, rounding_mode="floor")
-    t1 = u % c1
-    t0 = torch.div(u, c1, rounding_mode="floor")
-    gshift = torch.stack([t0, t1, t2], 1) + tmin[gatom]
-    if not with_home:
-        return gatom, gshift
-    home = start + ((-tmin[:, 0]) * cnt[:, 1] - tmin[:, 1]) * cnt[:, 2] - tmin[:, 2]
-    return gatom, gshift, home
 
 
 def _torch_candidates(
@@ -527,18 +149,18 @@ def _torch_candidates(
     inv_d = inv.to(dev)
 
     # 1. wrap into the cell along periodic directions
-    frac = _mat_rows(pos64, inv_d[0] if single else inv_d[batch])
+    frac = mat_rows(pos64, inv_d[0] if single else inv_d[batch])
     per_atom_pbc = pbc_d[0].expand(n, 3) if single else pbc_d[batch]
     s0f = torch.where(per_atom_pbc, torch.floor(frac), torch.zeros_like(frac))
     fw = frac - s0f
     s0 = s0f.long()
-    pw = pos64 - _mat_rows(s0f, full_d[0] if single else full_d[batch])
+    pw = pos64 - mat_rows(s0f, full_d[0] if single else full_d[batch])
 
     # 2. ghosts: per-atom integer translation ranges, one direction at a time
     # (centre_ghost: index of the T=0 ghost of every atom; its coordinates are exactly pw)
     gatom, gshift, centre_ghost = periodic_images(fw, batch, reach, pbc_d, single, with_home=True)
     gb = batch[gatom]
-    gpos = pw[gatom] + _mat_rows(gshift.to(torch.float64), full_d[0] if single else full_d[gb])
+    gpos = pw[gatom] + mat_rows(gshift.to(torch.float64), full_d[0] if single else full_d[gb])
     n_ghost = gpos.shape[0]
 
     # 3. bins (x, y: edge rc / _NSUB; z: edge rc / _NZ) relative to each structure's corner
@@ -556,11 +178,11 @@ def _torch_candidates(
         return rel, bxy, ranges
 
     rel, bxy, ranges = _bins(gpos)
-    if n_graphs * ranges[0] * ranges[1] * ranges[2] >= _KEY_LIMIT:
+    if n_graphs * ranges[0] * ranges[1] * ranges[2] >= KEY_LIMIT:
         # huge empty spaces (spread-out non-periodic structures): shrink the gaps
         gpos_c = torch.stack([_compact_axis(gpos[:, k], rc) for k in range(3)], 1)
         rel, bxy, ranges = _bins(gpos_c)
-        if n_graphs * ranges[0] * ranges[1] * ranges[2] >= _KEY_LIMIT:
+        if n_graphs * ranges[0] * ranges[1] * ranges[2] >= KEY_LIMIT:
             raise _KeyOverflow()
     r0, r1, r2 = ranges
     bxy_l = bxy.long() + _NSUB
@@ -612,15 +234,16 @@ def _torch_candidates(
         return first, torch.where(h2 > 0, cnt, torch.zeros_like(cnt))
 
     # 5. expand candidates chunk by chunk and keep those closer than rc; centres are taken in
-    # blocks of _QBLOCK (bounds the query arrays), candidates in chunks of <= _CHUNK pairs
+    # blocks of QUERY_BLOCK (bounds the query arrays), candidates in chunks of <= CANDIDATE_CHUNK
+    # pairs
     out_c, out_g = [], []
-    for b0 in range(0, n, _QBLOCK):
-        b1 = min(n, b0 + _QBLOCK)
+    for b0 in range(0, n, QUERY_BLOCK):
+        b1 = min(n, b0 + QUERY_BLOCK)
         first, cnt = _queries(b0, b1)
         csum_host = torch.cumsum(cnt.sum(1), 0).cpu()
         a0, done = 0, 0
         while a0 < b1 - b0:
-            a1 = int(torch.searchsorted(csum_host, torch.tensor([done + _CHUNK]), side="right")[0])
+            a1 = int(torch.searchsorted(csum_host, torch.tensor([done + CANDIDATE_CHUNK]), side="right")[0])
             a1 = min(max(a1, a0 + 1), b1 - b0)
             total = int(csum_host[a1 - 1]) - done
             done = int(csum_host[a1 - 1])
@@ -693,7 +316,7 @@ def _torch_batched_raw(positions, batch, counts, full, masked, pbc, cutoff):
 
 
 def neighbor_list_torch(positions: Tensor, cell: Tensor, pbc: PbcLike, cutoff: float):
-    """Torch cell-list backend of :func:`neighbor_list` (any device).
+    """Torch cell-list backend of :func:`mlip.neighbors.neighbor_list` (any device).
 
     Args:
         positions: [n_atoms, 3] float32/float64; cell: [3, 3] (rows = lattice vectors);
@@ -702,10 +325,10 @@ def neighbor_list_torch(positions: Tensor, cell: Tensor, pbc: PbcLike, cutoff: f
     Returns:
         edge_index [2, n_edges] int64, shifts [n_edges, 3] int64 (sorted, on positions.device).
     """
-    pbc_t, full, masked, cutoff = _prepare_single(positions, cell, pbc, cutoff)
+    pbc_t, full, masked, cutoff = prepare_single(positions, cell, pbc, cutoff)
     n = positions.shape[0]
     if n == 0:
-        return _empty(positions.device)
+        return empty_edges(positions.device)
     batch = torch.zeros(n, dtype=torch.long, device=positions.device)
     counts = torch.tensor([n])
     i, j, s, _ = _torch_batched_raw(positions, batch, counts, full, masked, pbc_t, cutoff)
@@ -713,7 +336,7 @@ def neighbor_list_torch(positions: Tensor, cell: Tensor, pbc: PbcLike, cutoff: f
 
 
 def batched_neighbor_list_torch(positions, cell, pbc, batch, cutoff):
-    """Torch cell-list backend of :func:`batched_neighbor_list` (all structures at once).
+    """Torch cell-list backend of :func:`mlip.neighbors.batched_neighbor_list` (all structures at once).
 
     Args:
         positions: [n_atoms, 3]; cell: [n_graphs, 3, 3]; pbc: [n_graphs, 3] bool;
@@ -722,100 +345,9 @@ def batched_neighbor_list_torch(positions, cell, pbc, batch, cutoff):
     Returns:
         edge_index [2, n_edges] int64 (global indices), shifts [n_edges, 3] int64.
     """
-    pbc_t, full, masked, batch, counts, cutoff = _prepare_batch(positions, cell, pbc, batch, cutoff)
+    pbc_t, full, masked, batch, counts, cutoff = prepare_batch(positions, cell, pbc, batch, cutoff)
     n = positions.shape[0]
     if n == 0:
-        return _empty(positions.device)
+        return empty_edges(positions.device)
     i, j, s, eg = _torch_batched_raw(positions, batch, counts, full, masked, pbc_t, cutoff)
     return finalize_edges(positions, masked, eg, i, j, s, cutoff, n)
-
-
-# ----------------------------------------------------------------------------------------
-# Public dispatch
-# ----------------------------------------------------------------------------------------
-
-
-def _resolve_backend(backend: str, device: torch.device) -> str:
-    if backend not in ("auto", "vesin", "torch", "cuda"):
-        raise ValueError(f"unknown neighbour-list backend {backend!r}; use 'auto', 'vesin', 'torch' or 'cuda'")
-    if backend == "auto":
-        if device.type != "cpu":
-            from mlip.kernels import cuda_kernels_available
-
-            return "cuda" if device.type == "cuda" and cuda_kernels_available() else "torch"
-        try:
-            import vesin  # noqa: F401
-        except ImportError:
-            return "torch"
-        return "vesin"
-    return backend
-
-
-def neighbor_list(positions, cell, pbc, cutoff, backend="auto"):
-    """Full neighbour list of one structure.
-
-    Args:
-        positions: torch.Tensor [n_atoms, 3] (float32 or float64, any device).
-        cell: torch.Tensor [3, 3], rows are the lattice vectors (ASE convention). Rows of
-            non-periodic directions are ignored (may be zero).
-        pbc: torch.Tensor [3] bool (or a sequence of 3 bools).
-        cutoff: float (Å).
-        backend: "auto" (vesin when the tensors are on CPU; on CUDA the "cuda" kernel when
-            :func:`mlip.kernels.cuda_kernels_available`, else "torch"), "vesin", "torch" or
-            "cuda" (:mod:`mlip.kernels.neighbor_list`, CUDA tensors only).
-
-    Returns:
-        ``(edge_index, shifts)``: edge_index [2, n_edges] int64 with rows (i, j), shifts
-        [n_edges, 3] int64, such that the edge vector ``pos[j] - pos[i] + shifts @ cell`` has
-        length < cutoff (evaluated in the input dtype). Every periodic image is included
-        (cells smaller than the cutoff give many images of the same j and self images
-        (i, i, S != 0)); the trivial self pair (i, i, 0) is excluded; only periodic
-        directions get non-zero shifts. Sorted lexicographically by (i, j, S0, S1, S2), so
-        both backends return identical tensors. Output on the device of ``positions``.
-
-    Raises:
-        ValueError: NaN/inf positions, non-positive cutoff, or periodic lattice vectors that
-            are zero or linearly dependent ("periodic cell has zero volume").
-    """
-    positions = torch.as_tensor(positions)
-    be = _resolve_backend(backend, positions.device)
-    if be == "vesin":
-        from .vesin_backend import neighbor_list_vesin
-
-        return neighbor_list_vesin(positions, cell, pbc, cutoff)
-    if be == "cuda":
-        from mlip.kernels.neighbor_list import neighbor_list_cuda
-
-        return neighbor_list_cuda(positions, cell, pbc, cutoff)
-    return neighbor_list_torch(positions, cell, pbc, cutoff)
-
-
-def batched_neighbor_list(positions, cell, pbc, batch, cutoff, backend="auto"):
-    """Neighbour lists of many structures at once.
-
-    Args:
-        positions: [n_atoms, 3] (float32 or float64, any device).
-        cell: [n_graphs, 3, 3] lattice vectors as rows.
-        pbc: [n_graphs, 3] bool.
-        batch: [n_atoms] int64 structure index of each atom (atoms of a structure
-            contiguous and structures in order).
-        cutoff: float (Å).
-        backend: "auto", "vesin" or "torch" (see :func:`neighbor_list`).
-
-    Returns:
-        edge_index [2, n_edges] int64 with global atom indices and shifts [n_edges, 3] int64;
-        edges grouped by structure in order (and sorted by (i, j, S) within a structure),
-        identical to concatenating the per-structure :func:`neighbor_list` results with atom
-        offsets. A structure with zero atoms or one isolated atom gives no edges.
-    """
-    positions = torch.as_tensor(positions)
-    be = _resolve_backend(backend, positions.device)
-    if be == "vesin":
-        from .vesin_backend import batched_neighbor_list_vesin
-
-        return batched_neighbor_list_vesin(positions, cell, pbc, batch, cutoff)
-    if be == "cuda":
-        from mlip.kernels.neighbor_list import batched_neighbor_list_cuda
-
-        return batched_neighbor_list_cuda(positions, cell, pbc, batch, cutoff)
-    return batched_neighbor_list_torch(positions, cell, pbc, batch, cutoff)

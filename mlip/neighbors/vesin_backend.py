@@ -3,7 +3,7 @@
 ``vesin.NeighborList(cutoff, full_list=True).compute(points, box, periodic, "ijS")`` does the
 search (in float64); this module only prepares a box and positions vesin handles well and
 then applies the same exact filter and sort as the torch backend
-(:func:`mlip.neighbors.cell_list.finalize_edges`), so both backends return identical tensors.
+(:func:`mlip.neighbors.edges.finalize_edges`), so both backends return identical tensors.
 
 Things worth knowing about vesin (checked with vesin 0.6.2):
 
@@ -37,13 +37,8 @@ from typing import List, Tuple
 import numpy as np
 import torch
 
-from .cell_list import (
-    _empty,
-    _prepare_batch,
-    _prepare_single,
-    finalize_edges,
-    search_cutoff,
-)
+from mlip.neighbors.edges import empty_edges, finalize_edges
+from mlip.neighbors.inputs import prepare_batch, prepare_single, search_cutoff
 
 __all__ = ["neighbor_list_vesin", "batched_neighbor_list_vesin"]
 
@@ -87,7 +82,7 @@ def _vesin_raw(p: np.ndarray, full: np.ndarray, pbc: List[bool], rc: float):
 
     Args:
         p: [n, 3] float64 positions; full: [3, 3] completed cell (see
-        :func:`mlip.neighbors.cell_list.complete_cells`); pbc: 3 bools; rc: search radius.
+        :func:`mlip.neighbors.inputs.complete_cells`); pbc: 3 bools; rc: search radius.
     """
     from vesin import NeighborList
 
@@ -130,10 +125,10 @@ def neighbor_list_vesin(positions: Tensor, cell: Tensor, pbc, cutoff: float) -> 
         edge_index [2, n_edges] int64 and shifts [n_edges, 3] int64, sorted by
         (i, j, S0, S1, S2), on the device of ``positions``.
     """
-    pbc_t, full, masked, cutoff = _prepare_single(positions, cell, pbc, cutoff)
+    pbc_t, full, masked, cutoff = prepare_single(positions, cell, pbc, cutoff)
     n = positions.shape[0]
     if n == 0:
-        return _empty(positions.device)
+        return empty_edges(positions.device)
     rc = search_cutoff(cutoff, positions, masked)
     p = positions.detach().to("cpu", torch.float64).numpy()
     i, j, s = _vesin_raw(p, full[0].numpy(), pbc_t[0].tolist(), rc)
@@ -151,10 +146,10 @@ def batched_neighbor_list_vesin(positions, cell, pbc, batch, cutoff) -> Tuple[Te
         edge_index [2, n_edges] int64 (global indices) and shifts [n_edges, 3] int64, grouped
         by structure in order, on the device of ``positions``.
     """
-    pbc_t, full, masked, batch, counts, cutoff = _prepare_batch(positions, cell, pbc, batch, cutoff)
+    pbc_t, full, masked, batch, counts, cutoff = prepare_batch(positions, cell, pbc, batch, cutoff)
     n = positions.shape[0]
     if n == 0:
-        return _empty(positions.device)
+        return empty_edges(positions.device)
     rc = search_cutoff(cutoff, positions, masked)
     p_all = positions.detach().to("cpu", torch.float64).numpy()
     ptr = [0] + torch.cumsum(counts.cpu(), 0).tolist()
@@ -171,6 +166,6 @@ def batched_neighbor_list_vesin(positions, cell, pbc, batch, cutoff) -> Tuple[Te
         ss.append(s)
         gg.append(torch.full_like(i, g))
     if not ii:
-        return _empty(positions.device)
+        return empty_edges(positions.device)
     i, j, s, eg = torch.cat(ii), torch.cat(jj), torch.cat(ss), torch.cat(gg)
     return finalize_edges(positions, masked, eg, i, j, s, cutoff, n)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, Optional, Sequence
 
 import numpy as np
+import torch
 from ase import Atoms
 
 
@@ -47,3 +48,24 @@ def labels_of(sample, where: str = "") -> Labels:
 
 def atoms_of(sample) -> Atoms:
     return sample if isinstance(sample, Atoms) else sample.atoms
+
+
+def batch_targets(samples: Sequence, dtype: torch.dtype, device) -> Dict[str, torch.Tensor]:
+    """The labels of ``samples`` as the loss takes them: ``energy`` [n] (eV), ``n_atoms`` [n],
+    ``forces`` [n_atoms_total, 3] (eV/Å; only when every sample has forces), ``stress`` [n, 6]
+    (eV/Å³, NaN rows for samples without one) and ``volume_per_atom`` [n] (Å³; NaN unless the
+    cell is 3-dimensional), all of ``dtype`` on ``device``."""
+    labels = [labels_of(s) for s in samples]
+    n_atoms = torch.tensor([len(atoms_of(s)) for s in samples], dtype=dtype, device=device)
+    out = {"energy": torch.tensor([lab.energy for lab in labels], dtype=dtype, device=device),
+           "n_atoms": n_atoms}
+    if all(lab.forces is not None for lab in labels):
+        out["forces"] = torch.tensor(np.concatenate([lab.forces for lab in labels]), dtype=dtype,
+                                     device=device)
+    stress = [lab.stress if lab.stress is not None else np.full(6, np.nan) for lab in labels]
+    out["stress"] = torch.tensor(np.stack(stress), dtype=dtype, device=device)
+    out["volume_per_atom"] = torch.tensor(
+        [abs(atoms_of(s).cell.volume) / len(atoms_of(s)) if atoms_of(s).cell.rank == 3 else np.nan
+         for s in samples],
+        dtype=dtype, device=device)
+    return out

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from mlip.checkpoint import save_potential
+from mlip.data.splits import train_valid_split as _split
 from mlip.io import atomic_write, jsonable, read_json, write_json
 from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
@@ -37,6 +38,7 @@ from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.evaluation import evaluate
 from mlip.training.reference_energies import fit_reference_energies, isolated_atom_energies, output_scale
 from mlip.training.samples import atoms_of, labels_of
+from mlip.training.samples import batch_targets as _batch_targets
 from mlip.training.schedule import warmup_cosine
 
 STATE_NAME = "train_state.safetensors"
@@ -69,20 +71,6 @@ class TrainResult:
 
 
 # ----------------------------------------------------------------------------------- batches
-def _batch_targets(samples: Sequence, dtype: torch.dtype, device) -> Dict[str, torch.Tensor]:
-    labels = [labels_of(s) for s in samples]
-    n_atoms = torch.tensor([len(atoms_of(s)) for s in samples], dtype=dtype, device=device)
-    out = {"energy": torch.tensor([lab.energy for lab in labels], dtype=dtype, device=device), "n_atoms": n_atoms}
-    if all(lab.forces is not None for lab in labels):
-        out["forces"] = torch.tensor(np.concatenate([lab.forces for lab in labels]), dtype=dtype, device=device)
-    stress = [lab.stress if lab.stress is not None else np.full(6, np.nan) for lab in labels]
-    out["stress"] = torch.tensor(np.stack(stress), dtype=dtype, device=device)
-    out["volume_per_atom"] = torch.tensor(
-        [abs(atoms_of(s).cell.volume) / len(atoms_of(s)) if atoms_of(s).cell.rank == 3 else np.nan for s in samples],
-        dtype=dtype, device=device)
-    return out
-
-
 def _error_sum(diff: torch.Tensor, kind: str, delta: float) -> torch.Tensor:
     if diff.numel() == 0:
         return diff.new_zeros(())
@@ -177,19 +165,6 @@ def _read(path: str, config: TrainConfig) -> list:
     return list(read_dataset(path, **keys))
 
 
-def _split(samples: list, fraction: float, seed: int):
-    """(train, valid) with ``fraction`` of the structures in valid; samples that share a ``group``
-    (one MD trajectory, one mp_id) stay on the same side."""
-    if fraction <= 0:
-        return samples, []
-    from mlip.data import split_dataset
-
-    grouped = any(getattr(s, "group", None) is not None for s in samples)
-    train_part, valid_part = split_dataset(samples, fractions=(1 - fraction, fraction), seed=seed,
-                                           group_by="group" if grouped else None)
-    return list(train_part), list(valid_part)
-
-
 def _refuse_differences(where: str, checks) -> None:
     """ValueError naming the first ``(what, config's model, checkpoint)`` pair whose two values differ."""
     for what, mine, theirs in checks:
@@ -206,7 +181,7 @@ def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
     parameters of its ``residual_outputs()`` zeroed), so the grown potential starts with the
     checkpoint's energies.
     """
-    from mlip.checkpoint import load_potential
+    from mlip.pretrained import load_potential
 
     start = load_potential(source)
     mine_hp, theirs_hp = dict(potential.hyperparameters), dict(start.hyperparameters)
@@ -246,7 +221,7 @@ def _load_embedded_atom(potential, source: str) -> None:
     """Start ``potential``'s embedded-atom term from checkpoint ``source`` of the ``embedded_atom``
     architecture (``init_embedded_atom_from``): copy the term, output scale, reference energies (and
     whether they are isolated-atom ones), and zero the model's final readout layer."""
-    from mlip.checkpoint import load_potential
+    from mlip.pretrained import load_potential
 
     where = f"init_embedded_atom_from {source!r}"
     term = potential.terms["embedded_atom"] if "embedded_atom" in potential.terms else None

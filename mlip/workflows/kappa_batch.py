@@ -190,7 +190,7 @@ def _voigt(tensors) -> Optional[list]:
 
 def _row(record: Dict[str, Any]) -> Dict[str, Any]:
     """One row of the merged file from a stored batch record."""
-    from mlip.workflows.kappa import KappaResult
+    from mlip.workflows.kappa_result import KappaResult
 
     mid = record.get("material_id", record.get("id"))
     if record.get("failed") and "result" not in record:  # the whole material crashed outside run_kappa

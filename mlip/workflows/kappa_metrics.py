@@ -20,7 +20,7 @@ coherence terms of the pairs it belongs to (:func:`mode_kappa_total`, as in the 
 implementation).
 
 Inputs of the material-level functions ("records") may be a
-:class:`mlip.workflows.kappa.KappaResult`, the dict of its ``to_dict()`` / ``kappa.json``, or a
+:class:`mlip.workflows.kappa_result.KappaResult`, the dict of its ``to_dict()`` / ``kappa.json``, or a
 plain mapping with the keys:
 
 * ``kappa``: κ tensor(s) [n_T, 3, 3], [n_T, 6] (Voigt), [3, 3] or [6] (W/(m·K)), or
@@ -39,6 +39,8 @@ import math
 from typing import Any, Dict, Mapping, Sequence, Union
 
 import numpy as np
+
+from mlip.workflows.kappa_result import FORMAT, KappaResult
 
 #: the score of a failed / unstable / symmetry-broken material
 WORST = 2.0
@@ -182,8 +184,6 @@ def _mode_average(mode_kappa) -> np.ndarray:
 # ----------------------------------------------------------------------------------------- records
 def _record(obj, temperature: float, role: str) -> Dict[str, Any]:
     """Normalise a result-like object to {flags, kappa (scalar), modes [n_q, n_bands], weights}."""
-    from mlip.workflows.kappa import FORMAT, KappaResult
-
     if isinstance(obj, Mapping) and obj.get("format") == FORMAT:
         obj = KappaResult.from_dict(dict(obj))
     if isinstance(obj, KappaResult):

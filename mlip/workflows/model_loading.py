@@ -98,7 +98,7 @@ def resolve_calculator(
     :func:`is_untrained` tells whether a calculator serves such a model.
     """
     from mlip.calculators import MLIPCalculator
-    from mlip.checkpoint import load_potential
+    from mlip.pretrained import load_potential
 
     if isinstance(model, BaseCalculator):
         return model

@@ -36,11 +36,10 @@ generation resumes where it stopped (the folder is tied to its seed and settings
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import numpy as np
 from ase import Atoms
@@ -320,10 +319,8 @@ def _write_outputs(out_dir: Path, candidates: List[dict], hull_rows: List[dict],
 
     import ase.io
 
-    from mlip.io import atomic_write
+    from mlip.io import atomic_write, write_json, write_text
     from mlip.workflows.discovery.inputs import structure_dict
-    from mlip.workflows.discovery.join import _write_gzip_text
-    from mlip.io import write_json
 
     init_rows = [{"material_id": c["material_id"], "initial_structure": structure_dict(c["initial"])}
                  for c in candidates]
@@ -351,7 +348,7 @@ def _write_outputs(out_dir: Path, candidates: List[dict], hull_rows: List[dict],
     for c in candidates:
         writer.writerow([c["material_id"], c["formula"], c["n_sites"], c["prototype"], f"{c['energy']:.8f}",
                          f"{c['e_form_per_atom']:.8f}", f"{c['e_above_hull']:.8f}"])
-    _write_gzip_text(out_dir / "summary.csv.gz", buf.getvalue())
+    write_text(out_dir / "summary.csv.gz", buf.getvalue(), compress=True)
 
 
 __all__ = ["ELEMENTS", "MARGIN", "generate_emt_benchmark", "prototype"]

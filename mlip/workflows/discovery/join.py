@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import csv
 import datetime
-import gzip
 import io
 import json
 import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from mlip.io import atomic_write
+from mlip.io import write_text
 from mlip.workflows.discovery.relax_campaign import CAMPAIGN_FILE
 from mlip.workflows.sharding import load_results
 
@@ -36,11 +35,6 @@ PathLike = Union[str, Path]
 #: exactly the columns / keys of the benchmark's files
 DISCOVERY_COLUMNS = ("material_id", "e_form_per_atom")
 GEO_OPT_KEYS = ("material_id", "structure", "energy", "converged", "n_steps")
-
-
-def _write_gzip_text(path: Path, text: str) -> None:
-    data = gzip.compress(text.encode("utf-8"), mtime=0)
-    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def read_campaigns(run_dirs: Sequence[PathLike]) -> dict:
@@ -217,15 +211,15 @@ def join_discovery(
             "n_steps": int(rec["n_steps"]) if ok else None,
         }
         lines.append(json.dumps(jsonable(line), allow_nan=False))
-    _write_gzip_text(csv_path, buf.getvalue())
-    _write_gzip_text(jsonl_path, "\n".join(lines) + "\n")
+    write_text(csv_path, buf.getvalue(), compress=True)
+    write_text(jsonl_path, "\n".join(lines) + "\n", compress=True)
 
     import yaml
 
     skeleton = _model_yaml(manifest, csv_path.name, jsonl_path.name, date)
     text = ("# Matbench Discovery model YAML skeleton written by `mlip discovery join`.\n"
             "# Fill in every null field before submitting.\n" + yaml.safe_dump(skeleton, sort_keys=False))
-    atomic_write(yaml_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(yaml_path, text)
 
     summary = {
         "date": date, "run_dirs": [str(d) for d in run_dirs], "model": manifest.get("model_label"),
