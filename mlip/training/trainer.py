@@ -30,15 +30,14 @@ import numpy as np
 import torch
 
 from mlip.checkpoint import save_potential
-from mlip.data.splits import train_valid_split as _split
+from mlip.data.splits import train_valid_split
 from mlip.io import atomic_write, jsonable, read_json, write_json
 from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.evaluation import evaluate
 from mlip.training.reference_energies import fit_reference_energies, isolated_atom_energies, output_scale
-from mlip.training.samples import atoms_of, labels_of
-from mlip.training.samples import batch_targets as _batch_targets
+from mlip.training.samples import atoms_of, batch_targets, labels_of
 from mlip.training.schedule import warmup_cosine
 
 STATE_NAME = "train_state.safetensors"
@@ -416,7 +415,8 @@ def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_sampl
             if config.data.valid:
                 valid_samples = _read(config.data.valid, config)
             else:
-                train_samples, valid_samples = _split(train_samples, config.data.valid_fraction, config.seed)
+                train_samples, valid_samples = train_valid_split(train_samples, config.data.valid_fraction,
+                                                                 config.seed)
     train_samples = list(train_samples)
     valid_samples = list(valid_samples or [])
     if not train_samples:
@@ -607,7 +607,7 @@ def _train_epoch(config: TrainConfig, dist: "_Distributed", potential, optimizer
         if chunk:
             graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype,
                                      device=device)
-            target = _batch_targets(chunk, dtype, device)
+            target = batch_targets(chunk, dtype, device)
             out = potential(graph, compute_forces=want_forces, compute_stress=want_stress,
                             create_graph=want_forces or want_stress)
             terms = loss_sums(out, target, scale, config)
@@ -653,7 +653,7 @@ def _validate_and_save(config: TrainConfig, potential, ema, valid_samples: list,
             eval_dtype = getattr(torch, config.eval_dtype)
 
             def batch_loss(out, chunk):
-                loss, _ = loss_terms(out, _batch_targets(chunk, eval_dtype, device), scale, config)
+                loss, _ = loss_terms(out, batch_targets(chunk, eval_dtype, device), scale, config)
                 losses.append((float(loss), len(chunk)))
 
             metrics = evaluate(potential, valid_samples, config.batch_size, config.eval_dtype, device,
