@@ -254,6 +254,32 @@ def case_missing_pymatgen(tmp, monkeypatch):
     return ["discovery", "emt-benchmark", tmp / "emt", "-n", "4", "--no-progress"]
 
 
+def _one_structure(tmp):
+    from ase.build import bulk
+    from ase.io import write
+
+    write(tmp / "s.xyz", bulk("Si", "diamond", a=5.43))
+    return tmp / "s.xyz"
+
+
+def case_unknown_calculator(tmp, monkeypatch):
+    return ["data", "label", _one_structure(tmp), "--calculator", "vasp", "--out-dir", tmp / "run", "-o", tmp / "l.xyz"]
+
+
+def case_unknown_gpaw_setting(tmp, monkeypatch):
+    return ["data", "label", _one_structure(tmp), "--calculator", "gpaw", "--setting", "ecut=300",
+            "--out-dir", tmp / "run", "-o", tmp / "l.xyz"]
+
+
+def case_structures_output_exists(tmp, monkeypatch):
+    return ["data", "structures", "Si", "-o", _one_structure(tmp)]
+
+
+def case_missing_gpaw(tmp, monkeypatch):
+    hide_module(monkeypatch, "gpaw")
+    return ["data", "label", _one_structure(tmp), "--calculator", "gpaw", "--out-dir", tmp / "run", "-o", tmp / "l.xyz"]
+
+
 CASES = {name[len("case_"):].replace("_", "-"): func for name, func in globals().items()
          if name.startswith("case_")}
 

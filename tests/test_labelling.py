@@ -149,3 +149,23 @@ def test_gpaw_labels_with_the_dataset_settings(tmp_path):
     assert abs(sample.forces).max() < 1e-3  # diamond: forces vanish by symmetry
     assert sample.stress[3:] == pytest.approx([0, 0, 0], abs=1e-5) and sample.stress[0] == pytest.approx(
         sample.stress[1], abs=1e-7)
+
+
+def test_the_command_line_makes_and_labels_a_dataset(tmp_path, capsys):
+    from mlip.testing import run_cli
+
+    structures, labelled, run = tmp_path / "s.xyz", tmp_path / "l.xyz", tmp_path / "run"
+    code, out, err = run_cli(capsys, "data", "structures", "Cu", "Au", "-o", structures, "--count", "prototype=3",
+                             "--count", "compressed=2", "--no-progress")
+    assert code == 0 and "wrote 7 structures" in out, err
+    code, out, err = run_cli(capsys, "data", "structures", "Cu", "-o", structures)
+    assert code == 2 and "exists" in err and "--overwrite" in err  # nothing the user has is overwritten
+    args = ["data", "label", structures, "--calculator", "emt", "--out-dir", run, "-o", labelled, "--no-progress"]
+    code, out, err = run_cli(capsys, *args, "--shards", "2", "--shard-index", "0")
+    assert code == 0 and "not yet" in out and not labelled.exists()  # half the shards: no file yet
+    code, out, err = run_cli(capsys, *args, "--shards", "2", "--shard-index", "1")
+    assert code == 0 and "wrote 7 labelled structures" in out
+    assert len(read_dataset(labelled)) == 7
+    code, out, err = run_cli(capsys, *args[:3], "--calculator", "emt", "--setting", "x=1", "--out-dir", run,
+                             "-o", labelled)
+    assert code == 2 and err.strip() == "mlip: error: the emt calculator takes no settings, got x"
