@@ -263,7 +263,8 @@ def _one_structure(tmp):
 
 
 def case_unknown_calculator(tmp, monkeypatch):
-    return ["data", "label", _one_structure(tmp), "--calculator", "vasp", "--out-dir", tmp / "run", "-o", tmp / "l.xyz"]
+    return ["data", "label", _one_structure(tmp), "--calculator", "vasp", "--out-dir", tmp / "run",
+            "-o", tmp / "l.xyz"]
 
 
 def case_unknown_gpaw_setting(tmp, monkeypatch):
@@ -277,7 +278,8 @@ def case_structures_output_exists(tmp, monkeypatch):
 
 def case_missing_gpaw(tmp, monkeypatch):
     hide_module(monkeypatch, "gpaw")
-    return ["data", "label", _one_structure(tmp), "--calculator", "gpaw", "--out-dir", tmp / "run", "-o", tmp / "l.xyz"]
+    return ["data", "label", _one_structure(tmp), "--calculator", "gpaw", "--out-dir", tmp / "run",
+            "-o", tmp / "l.xyz"]
 
 
 CASES = {name[len("case_"):].replace("_", "-"): func for name, func in globals().items()

@@ -65,8 +65,8 @@ def test_a_rerun_computes_only_what_is_missing(tmp_path):
     assert (counts["skipped"], counts["computed"]) == (2, 1)
     # shards split the work and together cover it
     other = tmp_path / "sharded"
-    done = [label_structures(cells, labeller("emt"), other, n_shards=2, shard_index=k, progress=False)["computed"]
-            for k in range(2)]
+    done = [label_structures(cells, labeller("emt"), other, n_shards=2, shard_index=k,
+                             progress=False)["computed"] for k in range(2)]
     assert sorted(done) == [1, 2]
     assert write_labelled(cells, other, tmp_path / "all.xyz")[0] == 3
 
@@ -89,7 +89,8 @@ def test_failures_are_recorded_and_reported_not_dropped(tmp_path):
     cells = [bulk("Cu", "fcc", a=3.6, cubic=True), bulk("Au", "fcc", a=4.08, cubic=True)]
     counts = label_structures(cells, labeller(f"{__name__}:FailsOnGold"), tmp_path / "run", progress=False)
     assert counts["failed"] == 1
-    n, failed, missing = write_labelled(cells + [bulk("Ag", "fcc", a=4.1)], tmp_path / "run", tmp_path / "out.xyz")
+    silver = bulk("Ag", "fcc", a=4.1)
+    n, failed, missing = write_labelled(cells + [silver], tmp_path / "run", tmp_path / "out.xyz")
     assert n == 1 and missing == [structure_id(bulk("Ag", "fcc", a=4.1))]
     assert failed[0][0] == structure_id(cells[1]) and "SCF did not converge" in failed[0][1]
 
@@ -155,12 +156,13 @@ def test_the_command_line_makes_and_labels_a_dataset(tmp_path, capsys):
     from mlip.testing import run_cli
 
     structures, labelled, run = tmp_path / "s.xyz", tmp_path / "l.xyz", tmp_path / "run"
-    code, out, err = run_cli(capsys, "data", "structures", "Cu", "Au", "-o", structures, "--count", "prototype=3",
-                             "--count", "compressed=2", "--no-progress")
+    code, out, err = run_cli(capsys, "data", "structures", "Cu", "Au", "-o", structures,
+                             "--count", "prototype=3", "--count", "compressed=2", "--no-progress")
     assert code == 0 and "wrote 7 structures" in out, err
     code, out, err = run_cli(capsys, "data", "structures", "Cu", "-o", structures)
     assert code == 2 and "exists" in err and "--overwrite" in err  # nothing the user has is overwritten
-    args = ["data", "label", structures, "--calculator", "emt", "--out-dir", run, "-o", labelled, "--no-progress"]
+    args = ["data", "label", structures, "--calculator", "emt", "--out-dir", run, "-o", labelled,
+            "--no-progress"]
     code, out, err = run_cli(capsys, *args, "--shards", "2", "--shard-index", "0")
     assert code == 0 and "not yet" in out and not labelled.exists()  # half the shards: no file yet
     code, out, err = run_cli(capsys, *args, "--shards", "2", "--shard-index", "1")

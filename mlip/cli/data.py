@@ -1,20 +1,21 @@
-"""``mlip data``: reference data (``emt OUT`` generates an EMT-labelled set, ``structures`` makes unlabelled
-structures for any elements, ``label`` labels them with a reference calculator, ``summary FILE`` checks a set)."""
+"""``mlip data``: reference data (``emt OUT`` generates an EMT-labelled set, ``structures`` makes
+unlabelled structures for any elements, ``label`` labels them with a reference calculator, ``summary FILE``
+checks a set)."""
 
 from __future__ import annotations
 
 import argparse
 
 
-DATA_COMMANDS = {"emt": "mlip.data.emt", "summary": "mlip.data.summary", "structures": "mlip.cli.data_structures",
-                 "label": "mlip.cli.data_label"}
+DATA_COMMANDS = {"emt": "mlip.data.emt", "summary": "mlip.data.summary",
+                 "structures": "mlip.cli.data_structures", "label": "mlip.cli.data_label"}
 
 
 def add_parser(subparsers) -> None:
     """Add ``data`` to the ``mlip`` subparsers."""
     p = subparsers.add_parser(
-        "data", help="reference data: 'emt OUT' generates an EMT-labelled set, 'structures' makes structures for any "
-        "elements, 'label' labels them with a reference calculator, 'summary FILE' checks a set",
+        "data", help="reference data: 'emt OUT' generates an EMT-labelled set, 'structures' makes structures "
+        "for any elements, 'label' labels them with a reference calculator, 'summary FILE' checks a set",
         add_help=True,
     )
     p.add_argument("data_command", choices=sorted(DATA_COMMANDS),

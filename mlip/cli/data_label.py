@@ -34,7 +34,8 @@ def build_parser(prog: str = "mlip data label") -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="folder of the per-structure results (resumable)")
     p.add_argument("-o", "--output", required=True,
                    help="extxyz file written once every structure has a result")
-    p.add_argument("--shards", type=int, default=None, help="number of shards (default: from the environment)")
+    p.add_argument("--shards", type=int, default=None,
+                   help="number of shards (default: from the environment)")
     p.add_argument("--shard-index", type=int, default=None, help="this process's shard")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -55,8 +56,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as err:  # ASE raises many kinds for a malformed file
         raise CLIError(f"cannot read structures from {args.input!r}: {err}") from None
     lab = labeller(args.calculator, dict(args.setting))
-    counts = label_structures(structures, lab, args.out_dir, n_shards=args.shards, shard_index=args.shard_index,
-                              progress=not args.no_progress)
+    counts = label_structures(structures, lab, args.out_dir, n_shards=args.shards,
+                              shard_index=args.shard_index, progress=not args.no_progress)
     if not lab.is_writer:
         return 0
     print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} structures, "
@@ -68,10 +69,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if len(failed) > 10:
         print(f"... {len(failed) - 10} more failures in {Path(args.out_dir) / 'failures.json'}")
     if missing:
-        print(f"{done} of {len(structures)} structures labelled, {len(missing)} not yet (other shards, or rerun "
-              f"to finish); {args.output} is written when every structure has a result")
+        print(f"{done} of {len(structures)} structures labelled, {len(missing)} not yet (other shards, or "
+              f"rerun to finish); {args.output} is written when every structure has a result")
         return 0
     written = write_labelled(structures, args.out_dir, args.output)[0]
-    print(f"wrote {written} labelled structures to {args.output}"
-          + (f"; {len(failed)} failed (listed above and in failures.json, not in the file)" if failed else ""))
+    note = f"; {len(failed)} failed (listed above and in failures.json, not in the file)" if failed else ""
+    print(f"wrote {written} labelled structures to {args.output}{note}")
     return 0

@@ -28,8 +28,8 @@ def _parse_count(text: str):
 def build_parser(prog: str = "mlip data structures") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog, description="Generate unlabelled structures of the given elements and their pairs "
-        "(prototypes, alloys, strain, rattles, defects, surfaces, clusters, compressed pairs, random packings, "
-        "isolated atoms, MD snapshots) as extended XYZ, to be labelled by 'mlip data label'.")
+        "(prototypes, alloys, strain, rattles, defects, surfaces, clusters, compressed pairs, random "
+        "packings, isolated atoms, MD snapshots) as extended XYZ, to be labelled by 'mlip data label'.")
     p.add_argument("elements", nargs="+", help="chemical symbols, e.g. Si Ge")
     p.add_argument("-o", "--output", required=True, help="extxyz file to write")
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed → same structures; default 0)")

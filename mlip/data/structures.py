@@ -96,8 +96,8 @@ def prototype_cell(name: str, symbols: Sequence[str]):
     if name == "simple_hexagonal":
         return Atoms(a, cell=[[2.6, 0, 0], [-1.3, 1.3 * math.sqrt(3), 0], [0, 0, 2.45]], pbc=True)
     if name == "bc8":
-        return crystal([a], [(0.1003, 0.1003, 0.1003)], spacegroup=206, cellpar=[6.64, 6.64, 6.64, 90, 90, 90],
-                       primitive_cell=True)
+        return crystal([a], [(0.1003, 0.1003, 0.1003)], spacegroup=206,
+                       cellpar=[6.64, 6.64, 6.64, 90, 90, 90], primitive_cell=True)
     if name in ("zincblende", "rocksalt"):
         return bulk(a + b, name, a=5.0, cubic=True)
     if name == "wurtzite":
@@ -239,7 +239,8 @@ def _build(kind: str, chem: _Chemistry, rng, k: int, md_calculator) -> List:
     from ase import Atoms
 
     if kind == "isolated_atom":
-        atoms = Atoms(chem.elements[k], positions=[[ISOLATED_BOX / 2] * 3], cell=[ISOLATED_BOX] * 3, pbc=False)
+        atoms = Atoms(chem.elements[k], positions=[[ISOLATED_BOX / 2] * 3], cell=[ISOLATED_BOX] * 3,
+                      pbc=False)
         atoms.info["prototype"] = "atom"
         return [atoms]
     if kind == "prototype":
@@ -303,13 +304,14 @@ def _build(kind: str, chem: _Chemistry, rng, k: int, md_calculator) -> List:
             c = chem.elements[int(rng.integers(len(chem.elements)))]
             angle = rng.uniform(math.radians(50), math.pi)
             r2 = chem.covalent_sum(a, c) * rng.uniform(0.6, 1.1)
-            atoms = Atoms([a, b, c], positions=[[0, 0, 0], [r, 0, 0], [r2 * math.cos(angle), r2 * math.sin(angle), 0]],
-                          pbc=False)
+            third = [r2 * math.cos(angle), r2 * math.sin(angle), 0]
+            atoms = Atoms([a, b, c], positions=[[0, 0, 0], [r, 0, 0], third], pbc=False)
             atoms.info["prototype"] = "trimer"
         atoms.center(vacuum=VACUUM)
         return [atoms]
     if kind in ("liquid", "amorphous"):
-        n = int(rng.integers(8, SMALL_SIZE + 1)) if rng.random() < 0.7 else int(rng.integers(17, MAX_SIZE + 1))
+        small = rng.random() < 0.7
+        n = int(rng.integers(8, SMALL_SIZE + 1) if small else rng.integers(SMALL_SIZE + 1, MAX_SIZE + 1))
         density, closest = ((1.1, 0.8) if kind == "liquid" else (1.0, 0.9))
         atoms = chem.packing(rng, n, density * rng.uniform(0.95, 1.05), closest)
         atoms.info["prototype"] = "random-packing"
@@ -325,7 +327,7 @@ def _build_checked(kind: str, chem: _Chemistry, rng, k: int, md_calculator, atte
     for _ in range(attempts):
         frames = _build(kind, chem, rng, k, md_calculator)
         if kind == "compressed" or all(
-                _min_distance(f) >= MIN_DISTANCE_FRACTION * min(chem.distance[s] for s in f.get_chemical_symbols())
+                _min_distance(f) >= MIN_DISTANCE_FRACTION * min(chem.distance[s] for s in set(f.symbols))
                 for f in frames):
             return frames
     raise RuntimeError(f"no {kind} structure without overlapping atoms in {attempts} draws")
@@ -411,5 +413,5 @@ def generate_structures(elements: Sequence[str], counts: Optional[Dict[str, int]
     return frames
 
 
-__all__ = ["DEFAULT_COUNTS", "KINDS", "ELEMENT_PROTOTYPES", "PAIR_PROTOTYPES", "generate_structures", "prototype_cell",
-           "nearest_neighbor_distance"]
+__all__ = ["DEFAULT_COUNTS", "ELEMENT_PROTOTYPES", "KINDS", "PAIR_PROTOTYPES", "generate_structures",
+           "nearest_neighbor_distance", "prototype_cell"]

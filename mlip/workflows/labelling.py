@@ -236,7 +236,8 @@ def label_structures(structures: Sequence, labeller: Labeller, out_dir: Union[st
                        progress=progress and labeller.is_writer, desc="labelling", write=labeller.is_writer)
 
 
-def labelling_status(structures: Sequence, out_dir: Union[str, Path]) -> Tuple[int, List[Tuple[str, str]], List[str]]:
+def labelling_status(structures: Sequence, out_dir: Union[str, Path]
+                     ) -> Tuple[int, List[Tuple[str, str]], List[str]]:
     """(structures labelled, [(id, error)] of those that failed, [ids] without a result yet) of a run."""
     results = load_results(out_dir)
     done, failed, missing = 0, [], []
