@@ -8,8 +8,7 @@ from ase.build import bulk, molecule
 
 import mlip
 from mlip.models import create_model
-
-from conftest import STRUCTURES, build_potential, calc64
+from mlip.testing import STRUCTURES, calc64, check_batch_consistency, check_force_training_gradients
 
 
 def test_default_hyperparameters_build():
@@ -23,30 +22,11 @@ def test_default_hyperparameters_build():
 
 
 def test_batched_equals_single(potential64):
-    structures = [f() for f in STRUCTURES.values()]
-    graph = mlip.batch_atoms(structures, potential64.cutoff, dtype=torch.float64)
-    out = potential64(graph)
-    offset = 0
-    for k, atoms in enumerate(structures):
-        single = potential64(mlip.AtomicGraph.from_atoms(atoms, potential64.cutoff))
-        n = len(atoms)
-        assert float(out["energy"][k].detach()) == pytest.approx(float(single["energy"][0].detach()), rel=1e-12)
-        assert torch.allclose(out["forces"][offset : offset + n], single["forces"], rtol=0, atol=1e-12)
-        if atoms.cell.rank == 3:
-            assert torch.allclose(out["stress"][k], single["stress"][0], rtol=0, atol=1e-13)
-        else:
-            assert torch.isnan(out["stress"][k]).all()  # undefined without a volume, never silently 0
-        offset += n
+    check_batch_consistency(potential64, [f() for f in STRUCTURES.values()])
 
 
 def test_create_graph_allows_force_training(potential64):
-    atoms = STRUCTURES["triclinic"]()
-    graph = mlip.AtomicGraph.from_atoms(atoms, potential64.cutoff)
-    out = potential64(graph, create_graph=True)
-    loss = (out["forces"] ** 2).sum() + (out["stress"] ** 2).sum()
-    params = [p for p in potential64.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
-    assert sum(float(g.abs().sum()) for g in grads if g is not None) > 0
+    check_force_training_gradients(potential64, STRUCTURES["triclinic"]())
 
 
 def test_recomputes_on_every_relevant_change(potential64):

@@ -12,7 +12,7 @@ import mlip
 from mlip.checkpoint import CheckpointError, read_header, save_potential
 from mlip.models import create_model
 
-from conftest import build_potential
+from mlip.testing import build_potential
 
 
 def energy_forces(potential, dtype):

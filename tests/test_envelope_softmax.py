@@ -55,7 +55,7 @@ def test_models_agree_in_float32_and_float64_with_sharp_attention(arch):
     from ase.build import bulk
 
     import mlip
-    from conftest import build_potential
+    from mlip.testing import build_potential
 
     potential = build_potential(arch, species=["Cu", "Au"], cutoff=4.0)
     with torch.no_grad():

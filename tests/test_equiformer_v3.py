@@ -11,7 +11,7 @@ import mlip
 from mlip.models import config_path, create_model, create_model_from_config
 from mlip.so3 import m_primary_order, num_truncated_coefficients, wigner_D
 
-from conftest import build_potential, calc64
+from mlip.testing import build_potential, calc64
 from test_so3 import random_rotations, rotation_about_y
 
 DTYPE = torch.float64
@@ -201,7 +201,7 @@ def test_energy_is_rotation_invariant_but_not_reflection_invariant():
 
 
 def test_two_evaluations_are_bit_identical():
-    from conftest import STRUCTURES
+    from mlip.testing import STRUCTURES
 
     potential = build_potential("equiformer-v3")
     graph = mlip.batch_atoms([STRUCTURES["triclinic"](), STRUCTURES["slab"]()], potential.cutoff, dtype=DTYPE)

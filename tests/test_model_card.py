@@ -18,7 +18,7 @@ from mlip.checkpoint import save_potential
 from mlip.data.emt import generate_emt_dataset
 from mlip.pretrained import EMT_ELEMENTS
 
-from conftest import build_potential
+from mlip.testing import build_potential
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "model_card.py"
 

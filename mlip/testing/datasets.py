@@ -1,8 +1,8 @@
-"""Small helpers for tests of mlip and of code built on it: labelled structures and the command line."""
+"""Small labelled data sets for tests of mlip and of code built on it."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List
 
 import numpy as np
 
@@ -26,13 +26,3 @@ def emt_cells(n: int, seed: int = 0, label: bool = True) -> List:
             atoms.calc = SinglePointCalculator(atoms, energy=e, forces=f, stress=s)
         cells.append(atoms)
     return cells
-
-
-def run_cli(capsys, *argv) -> Tuple[int, str, str]:
-    """Run ``mlip ARGV...`` in this process (``capsys``: pytest's fixture); returns (exit status,
-    stdout, stderr)."""
-    from mlip.cli import main
-
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
