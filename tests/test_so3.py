@@ -15,6 +15,7 @@ from mlip.so3 import (
     spherical_harmonics,
     wigner_D,
 )
+from mlip.testing.rotations import random_rotations, rotation_about_y
 
 o3 = pytest.importorskip("e3nn.o3", reason="e3nn (a test dependency: pip install -e '.[test]') is missing")
 
@@ -29,23 +30,6 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
-
-
-def random_rotations(n, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(n, 4, generator=g, dtype=DTYPE)
-    q = q / q.norm(dim=-1, keepdim=True)
-    w, x, y, z = q.unbind(-1)
-    return torch.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
-        2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
-        2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y),
-    ], dim=-1).view(n, 3, 3)
-
-
-def rotation_about_y(theta):
-    c, s = math.cos(theta), math.sin(theta)
-    return torch.tensor([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]], dtype=DTYPE)
 
 
 # Directions that break Euler-angle formulas: the poles ±y and the other axes.

@@ -40,6 +40,7 @@ from mlip.testing.physics import (
     validate_outputs,
 )
 from mlip.testing.potential_tests import PotentialTests
+from mlip.testing.rotations import random_rotations, rotation_about_y
 from mlip.testing.structures import (
     STRUCTURES,
     axis_aligned_cubic_cell,
@@ -58,7 +59,8 @@ __all__ = [
     "check_float32_matches_float64", "check_force_training_gradients", "check_forces_finite_difference",
     "check_image_invariance", "check_invariance", "check_nve", "check_permutation_invariance",
     "check_rotation_invariance", "check_save_load", "check_short_range_repulsion",
-    "check_small_cell_images", "check_smooth_scan", "check_stress_finite_difference", "check_stress_tensor",
-    "check_translation_invariance", "cluster_with_probe", "dimer_curve", "emt_cells", "far_molecule",
-    "run_cli", "slab", "small_fcc_cell", "small_pair_cell", "triclinic_crystal", "validate_outputs",
+    "check_small_cell_images", "check_smooth_scan", "check_stress_finite_difference",
+    "check_stress_tensor", "check_translation_invariance", "cluster_with_probe", "dimer_curve",
+    "emt_cells", "far_molecule", "random_rotations", "rotation_about_y", "run_cli", "slab",
+    "small_fcc_cell", "small_pair_cell", "triclinic_crystal", "validate_outputs",
 ]
