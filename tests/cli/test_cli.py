@@ -16,7 +16,7 @@ from ase.io import read, write
 import mlip
 from mlip.testing import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 CU_CIF = EXAMPLES / "structures" / "cu_fcc.cif"
 EMT = "ase.calculators.emt:EMT"

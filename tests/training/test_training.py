@@ -496,7 +496,7 @@ def test_example_training_configs_parse_and_chain_their_stages():
     species and cutoff)."""
     from pathlib import Path
 
-    examples = Path(__file__).resolve().parents[1] / "examples"
+    examples = Path(__file__).resolve().parents[2] / "examples"
     configs = {p.name: TrainConfig.from_yaml(p) for p in sorted(examples.glob("train_*.yaml"))}
     assert len(configs) >= 2
     best = {f"{c.out_dir}/best.safetensors": c for c in configs.values()}

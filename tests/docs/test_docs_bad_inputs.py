@@ -26,7 +26,7 @@ from ase.io import write
 from mlip.testing import emt_cells
 from mlip.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "bad-inputs.md"
 CU_CIF = ROOT / "examples" / "structures" / "cu_fcc.cif"
 EMT = "ase.calculators.emt:EMT"

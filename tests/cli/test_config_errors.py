@@ -18,7 +18,7 @@ from ase.build import bulk
 from mlip.cli import main
 from mlip.models import create_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def one_line_error(capsys) -> str:
@@ -30,7 +30,7 @@ def one_line_error(capsys) -> str:
 
 
 def write_config(tmp_path, hyperparameters=None, **top):
-    """A training config as tests/test_training.py writes them; its data file does not exist, so a
+    """A training config as tests/training/test_training.py writes them; its data file does not exist, so a
     config that passed validation would fail on reading the data instead."""
     model = dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1, num_heads=1,
                  head_dim=2)

@@ -2,7 +2,7 @@
 references they must match, dispatch, and (when CUDA and CuPy are present) the GPU itself.
 
 CPU coverage: every ``.cu`` is compiled by nvcc for sm_90 (templates instantiated as NVRTC does);
-the per-element device code of every kernel is compiled for the host (tests/kernel_host_build.py)
+the per-element device code of every kernel is compiled for the host (tests/kernels/kernel_host_build.py)
 and compared with the PyTorch references, through the same autograd functions and neighbour-list
 driver the GPU uses. Only the launch configuration, CuPy/DLPack plumbing and the GPU arithmetic
 itself are left to the GPU tests at the end (skipped here with the reason).
@@ -84,7 +84,7 @@ def test_cu_sources_compile_with_nvcc(cu, tmp_path):
 
 
 def test_every_cu_source_is_compile_checked():
-    """A new .cu file must be added to the compile check above (and is shipped: tests/test_packaging.py)."""
+    """A new .cu file must be added to the compile check above (and is shipped: tests/packaging/test_packaging.py)."""
     assert sorted(p.name for p in hb.KERNELS.glob("*.cu")) == ["escn_rotation.cu", "neighbor_list.cu"]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 ARCH = "sm_90"  # H200 (Hopper)
 
 _WRAPPER = r'''

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # folder in the repository → import path inside the wheel (pyproject.toml's package-dir mapping)
 MAPPING = {"mlip": "mlip", "models": "mlip/models", "calculators": "mlip/calculators", "kernels": "mlip/kernels"}
 SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".yaml", ".safetensors"}

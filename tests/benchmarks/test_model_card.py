@@ -20,7 +20,7 @@ from mlip.pretrained import EMT_ELEMENTS
 
 from mlip.testing import build_potential
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "model_card.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "model_card.py"
 
 pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason="benchmarks/ is not beside the tests (installed tests)")
 

@@ -16,7 +16,7 @@ from ase.io import read, write
 from mlip.testing import run_cli
 from mlip.cli import EXIT_NOT_CONVERGED
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CU_CIF = ROOT / "examples" / "structures" / "cu_fcc.cif"
 EMT = "ase.calculators.emt:EMT"
 
