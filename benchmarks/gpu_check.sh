@@ -35,8 +35,8 @@ sys.path.insert(0, "benchmarks")
 import gpu_bootstrap, pytest
 out = sys.argv[1]
 t = time.time()
-rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", "-k", "gpu or cuda", "tests/test_kernels.py",
-                  "tests/test_neighbors.py::test_cuda_matches_cpu", f"--junitxml={out}/gpu_tests.xml"]
+rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", "-k", "gpu or cuda", "tests/kernels/test_kernels.py",
+                  "tests/neighbors/test_neighbors.py::test_cuda_matches_cpu", f"--junitxml={out}/gpu_tests.xml"]
                  + (["--timeout=60"] if importlib.util.find_spec("pytest_timeout") else []))
 json.dump({"pytest_exit_code": int(rc), "seconds": time.time() - t}, open(f"{out}/gpu_tests.json", "w"))
 PY
