@@ -36,6 +36,27 @@ nonneg_int = _number(int, 0, False, ">= 0")
 positive_int = _number(int, 1, False, ">= 1")
 
 
+def name_count(names: Sequence[str], what: str):
+    """argparse type of ``NAME=N`` (``--count crystal=50``): NAME one of ``names`` (a ``what``, e.g.
+    "category"), N a non-negative integer; returns (NAME, N)."""
+
+    def parse(text: str):
+        if "=" not in text:
+            raise argparse.ArgumentTypeError(f"expected {what.upper()}=N, got {text!r}")
+        name, n = text.split("=", 1)
+        if name not in names:
+            raise argparse.ArgumentTypeError(f"unknown {what} {name!r}; choose from {', '.join(names)}")
+        try:
+            value = int(n)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"count must be an integer, got {n!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError("count must be non-negative")
+        return name, value
+
+    return parse
+
+
 def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
     """--model, --device, --dtype (default ``dtype``), --index, --format, --no-progress, --threads."""
     p.add_argument(

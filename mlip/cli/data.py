@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 
-DATA_COMMANDS = {"emt": "mlip.data.emt", "summary": "mlip.data.summary",
+DATA_COMMANDS = {"emt": "mlip.cli.data_emt", "summary": "mlip.data.summary",
                  "structures": "mlip.cli.data_structures", "label": "mlip.cli.data_label"}
 
 

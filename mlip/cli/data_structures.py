@@ -8,21 +8,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
 
+from mlip.cli.arguments import name_count
 from mlip.cli.common import CLIError
 from mlip.data.structures import DEFAULT_COUNTS, KINDS
-
-
-def _parse_count(text: str):
-    kind, _, n = text.partition("=")
-    if not _ or kind not in KINDS:
-        raise argparse.ArgumentTypeError(f"expected KIND=N with KIND one of {', '.join(KINDS)}, got {text!r}")
-    try:
-        value = int(n)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"count must be an integer, got {n!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("count must be non-negative")
-    return kind, value
 
 
 def build_parser(prog: str = "mlip data structures") -> argparse.ArgumentParser:
@@ -33,7 +21,7 @@ def build_parser(prog: str = "mlip data structures") -> argparse.ArgumentParser:
     p.add_argument("elements", nargs="+", help="chemical symbols, e.g. Si Ge")
     p.add_argument("-o", "--output", required=True, help="extxyz file to write")
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed → same structures; default 0)")
-    p.add_argument("--count", type=_parse_count, action="append", metavar="KIND=N",
+    p.add_argument("--count", type=name_count(KINDS, "kind"), action="append", metavar="KIND=N",
                    help="structures of one kind (repeatable; then the kinds not named get none). Default: "
                    + ", ".join(f"{k}={n}" for k, n in DEFAULT_COUNTS.items()))
     p.add_argument("--md-model", default=None,

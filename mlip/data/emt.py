@@ -50,10 +50,8 @@ same seed gives a byte-identical file.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -66,7 +64,6 @@ __all__ = [
     "EMT_FCC_LATTICE",
     "SMALL_COUNTS",
     "generate_emt_dataset",
-    "main",
     "resolve_counts",
 ]
 
@@ -703,55 +700,3 @@ def generate_emt_dataset(
 
         write_extxyz(frames, out_path)
     return frames
-
-
-# ------------------------------------------------------------------------------------------- CLI
-def _parse_count(text: str):
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected CATEGORY=N, got {text!r}")
-    cat, n = text.split("=", 1)
-    if cat not in CATEGORIES:
-        raise argparse.ArgumentTypeError(f"unknown category {cat!r}; choose from {', '.join(CATEGORIES)}")
-    try:
-        value = int(n)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"count must be an integer, got {n!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("count must be non-negative")
-    return cat, value
-
-
-def build_parser(prog: str = "mlip data emt") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="Generate an EMT-labelled training set (Al, Cu, Ag, Au, Ni, Pd, Pt) as extended XYZ.",
-    )
-    p.add_argument("output", help="extxyz file to write (e.g. emt.xyz)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (same seed → identical file; default 0)")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("-n", "--n-structures", type=int, default=None,
-                      help=f"total number of frames, spread like the defaults (default {sum(DEFAULT_COUNTS.values())})")
-    size.add_argument("--small", action="store_true", help=f"tiny set for tests ({sum(SMALL_COUNTS.values())} frames)")
-    size.add_argument("--count", type=_parse_count, action="append", metavar="CATEGORY=N",
-                      help=f"frames of one category (repeatable; others get 0). Categories: {', '.join(CATEGORIES)}")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``mlip data emt OUTPUT [--seed S] [-n N | --small | --count CATEGORY=N ...]``."""
-    from mlip.data.summary import format_summary, summarize
-
-    args = build_parser().parse_args(argv)
-    n = dict(args.count) if args.count else args.n_structures
-    t0 = time.perf_counter()
-    frames = generate_emt_dataset(n, seed=args.seed, out_path=args.output, progress=not args.no_progress,
-                                  small=args.small)
-    elapsed = time.perf_counter() - t0
-    print(format_summary(summarize(frames)))
-    print(f"wrote {len(frames)} frames to {args.output} in {elapsed:.1f} s")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

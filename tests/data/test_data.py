@@ -24,7 +24,8 @@ from ase.calculators.singlepoint import SinglePointCalculator
 import ase.db
 import ase.io
 from mlip.data import Sample, read_dataset, split_dataset, write_extxyz
-from mlip.data.emt import (CATEGORIES, DEFAULT_COUNTS, ELEMENTS, EMT_FCC_LATTICE, generate_emt_dataset, main,
+from mlip.cli.data_emt import main
+from mlip.data.emt import (CATEGORIES, DEFAULT_COUNTS, ELEMENTS, EMT_FCC_LATTICE, generate_emt_dataset,
                            resolve_counts)
 from mlip.data.splits import split_indices
 
