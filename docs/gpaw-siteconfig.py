@@ -1,6 +1,7 @@
-# GPAW build settings: MPI, FFTW and OpenBLAS from Debian's packages (libxc-dev libopenblas-dev libfftw3-dev libopenmpi-dev)
+# GPAW build settings: MPI, FFTW, OpenBLAS and ScaLAPACK from Debian's packages
+# (libxc-dev libopenblas-dev libfftw3-dev libopenmpi-dev libscalapack-openmpi-dev)
 mpi = True
 compiler = 'mpicc'
 fftw = True
-scalapack = False
-libraries = ['xc', 'fftw3', 'openblas']
+scalapack = True
+libraries = ['xc', 'fftw3', 'openblas', 'scalapack-openmpi']
