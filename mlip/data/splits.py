@@ -95,6 +95,7 @@ def split_dataset(
     seed: int = 0,
     group_by: Union[None, str, Callable, Sequence[Hashable]] = None,
     return_indices: bool = False,
+    stratify_by: Union[None, str, Callable, Sequence[Hashable]] = None,
 ):
     """Split samples (or ``range(n)``) into disjoint, complete, seed-deterministic parts.
 
@@ -107,6 +108,10 @@ def split_dataset(
             another attribute or ``atoms.info`` key name, a function ``item → label``, or a sequence of
             labels (required form when ``samples_or_n`` is a count).
         return_indices: return index arrays instead of lists of samples.
+        stratify_by: split each stratum separately (e.g. ``"config_type"``, so every kind of structure is
+            in every part in the same proportions), given like ``group_by``; the stratum of a group is
+            that of its first item. Strata are split in the order of their sorted labels, each with its
+            own seed drawn from ``seed``.
 
     Returns:
         A tuple with one entry per fraction: lists of the samples (in their original order) or, for a count
@@ -118,7 +123,25 @@ def split_dataset(
         items = samples_or_n if hasattr(samples_or_n, "__getitem__") else list(samples_or_n)
         n = len(items)
     labels = _group_labels(items, n, group_by)
-    parts = split_indices(n, fractions, seed, labels)
+    if stratify_by is None:
+        parts = split_indices(n, fractions, seed, labels)
+    else:
+        # items without a label form one stratum of their own
+        strata = ["(none)" if isinstance(s, tuple) and s and s[0] == "__single__" else str(s)
+                  for s in _group_labels(items, n, stratify_by)]
+        if labels is not None:  # a group goes with the stratum of its first item
+            first: dict = {}
+            strata = [first.setdefault(g, s) for g, s in zip(labels, strata)]
+        names = sorted(set(strata))
+        seeds = np.random.SeedSequence(int(seed)).generate_state(len(names))
+        collected: List[List[int]] = [[] for _ in fractions]
+        for name, stratum_seed in zip(names, seeds):
+            members = np.array([i for i, s in enumerate(strata) if s == name], dtype=np.int64)
+            member_groups = None if labels is None else [labels[i] for i in members]
+            split = split_indices(len(members), fractions, int(stratum_seed), member_groups)
+            for k, part in enumerate(split):
+                collected[k].extend(members[part].tolist())
+        parts = tuple(np.array(sorted(c), dtype=np.int64) for c in collected)
     if items is None or return_indices:
         return parts
     return tuple([items[int(i)] for i in p] for p in parts)

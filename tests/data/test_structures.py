@@ -116,3 +116,30 @@ def test_bad_requests_are_one_line_errors():
         generate_structures(["Si"], {"md": 1}, progress=False)
     with pytest.raises(ValueError, match="repeat"):
         generate_structures(["Si", "Si"], progress=False)
+
+
+def test_split_by_kind_keeps_groups_together_and_every_kind_in_every_part(tmp_path, capsys):
+    from ase.io import read, write
+
+    from mlip.data.splits import split_dataset
+    from mlip.testing import run_cli
+
+    frames = generate_structures(["Cu", "Au"], {"prototype": 20, "cluster": 10, "md": 5}, seed=0,
+                                 md_calculator=EMT(), progress=False)
+    train, valid, test = split_dataset(frames, (0.6, 0.2, 0.2), seed=1, group_by="group",
+                                       stratify_by="config_type")
+    assert sorted(f.info["id"] for f in train + valid + test) == sorted(f.info["id"] for f in frames)
+    for kind in ("prototype", "cluster", "md"):
+        sizes = [sum(f.info["config_type"] == kind for f in part) for part in (train, valid, test)]
+        assert all(n > 0 for n in sizes), (kind, sizes)
+    for part, other in ((train, valid + test), (valid, train + test)):  # no MD trajectory straddles two parts
+        assert not {f.info["group"] for f in part} & {f.info["group"] for f in other}
+    path = tmp_path / "set.xyz"
+    write(path, frames)
+    code, out, err = run_cli(capsys, "data", "split", path, "--fractions", "0.6", "0.2", "0.2", "--seed", "1")
+    assert code == 0, err
+    written = [read(tmp_path / f"set-{p}.xyz", ":") for p in ("train", "valid", "test")]
+    expected = [[f.info["id"] for f in p] for p in (train, valid, test)]
+    assert [[f.info["id"] for f in w] for w in written] == expected
+    code, out, err = run_cli(capsys, "data", "split", path)
+    assert code == 2 and "--overwrite" in err
