@@ -15,8 +15,10 @@ Every shipped model (``mlip.pretrained.TRAINED``) is loaded in float32 and float
 EMT. The calculators are interleaved: each round times every calculator ``--repeats`` times per
 structure, the order reversed every other round, so that all of them see the same load on a shared
 machine; the report is the median over all timed calls (after warm-up calls) and each one's ratio to EMT
-on the same structure. The issue's target is ≤ 10 ms per call for ≤ 16 atoms on one thread for the
-shipped transformers (float32); ``targets`` in the JSON says which meet it.
+on the same structure, in wall-clock time and in CPU time of the process (with one thread the
+two agree on an idle machine; on a loaded one the CPU time is the steadier measure, since it
+leaves out the time spent waiting for a core). The issue's target is ≤ 10 ms per call for ≤ 16 atoms
+on one thread for the shipped transformers (float32); ``targets`` in the JSON says which meet it.
 
 The results are merged into ``--json`` under ``--label`` (e.g. ``before`` and ``after`` a change),
 each with the machine facts (torch version, CPU model, threads, load average) and the git commit.
@@ -57,15 +59,16 @@ def structure(n_atoms: int, seed: int = 0):
 
 
 def time_calls(atoms, base, rng, n: int) -> list:
-    """Seconds of each of ``n`` calls, the positions moved (outside the timer) before each."""
+    """(wall-clock seconds, CPU seconds of this process) of each of ``n`` calls, the positions moved
+    (outside the timer) before each."""
     times = []
     for _ in range(n):
         atoms.positions = base + rng.normal(scale=0.01, size=base.shape)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         atoms.get_potential_energy()
         atoms.get_forces()
         atoms.get_stress()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
     return times
 
 
@@ -89,7 +92,8 @@ def machine_facts(threads: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="*", default=None, help="shipped names (default: all trained)")
     parser.add_argument("--dtypes", nargs="*", default=["float32", "float64"])
     parser.add_argument("--rounds", type=int, default=5)
@@ -125,29 +129,38 @@ def main(argv=None) -> int:
         print(f"round {r + 1}/{args.rounds} done", flush=True)
 
     facts = machine_facts(args.threads)
-    print(f"\ntorch {facts['torch']}, {facts['cpu']}, {args.threads} thread(s), commit {facts['commit'][:10]}; "
-          f"median ms per energy + forces + stress call (ratio to EMT)")
-    print(f"{'calculator':<28}" + "".join(f"{f'{n} atoms':>22}" for n in structures))
     rows = []
     for key in keys:
-        line = f"{key:<28}"
         for n in structures:
-            ms = 1e3 * float(np.median(times[key, n]))
-            emt_ms = 1e3 * float(np.median(times["EMT", n]))
-            q1, q3 = (1e3 * float(q) for q in np.percentile(times[key, n], [25, 75]))
+            wall, cpu = (1e3 * np.asarray(t) for t in zip(*times[key, n]))
+            emt_wall, emt_cpu = (1e3 * np.asarray(t) for t in zip(*times["EMT", n]))
             model, _, dtype = key.partition(" ")
+            ms, cpu_ms = float(np.median(wall)), float(np.median(cpu))
             rows.append({"calculator": key, "model": model, "dtype": dtype or None, "n_atoms": n, "ms": ms,
-                         "ms_quartiles": [q1, q3], "calls": len(times[key, n]), "vs_emt": ms / emt_ms})
-            line += f"{ms:12.2f} ms ({ms / emt_ms:5.1f}x)"
-        print(line)
+                         "ms_quartiles": [float(q) for q in np.percentile(wall, [25, 75])],
+                         "ms_p10": float(np.percentile(wall, 10)), "cpu_ms": cpu_ms,
+                         "calls": len(wall), "vs_emt": ms / float(np.median(emt_wall)),
+                         "cpu_vs_emt": cpu_ms / float(np.median(emt_cpu))})
+    print(f"\ntorch {facts['torch']}, {facts['cpu']}, {args.threads} thread(s), "
+          f"commit {facts['commit'][:10]}, load average {facts['load_average'][0]:.1f}")
+    columns = (("wall-clock", "ms", "vs_emt"), ("CPU time of the process", "cpu_ms", "cpu_vs_emt"))
+    for what, field, ratio in columns:
+        print(f"\nmedian {what} ms per energy + forces + stress call (ratio to EMT)")
+        print(f"{'calculator':<28}" + "".join(f"{f'{n} atoms':>22}" for n in structures))
+        for key in keys:
+            mine = {r["n_atoms"]: r for r in rows if r["calculator"] == key}
+            print(f"{key:<28}"
+                  + "".join(f"{mine[n][field]:12.2f} ms ({mine[n][ratio]:5.1f}x)" for n in structures))
     targets = {}
     for name in TRANSFORMERS:
         mine = [r for r in rows if r["model"] == name and r["dtype"] == "float32"]
         if mine:
-            worst = max(r["ms"] for r in mine)
-            targets[f"{name} float32 <= {TARGET_MS:g} ms"] = {"worst_ms": worst, "met": worst <= TARGET_MS}
+            worst, worst_cpu = max(r["ms"] for r in mine), max(r["cpu_ms"] for r in mine)
+            targets[f"{name} float32 <= {TARGET_MS:g} ms"] = {"worst_ms": worst, "met": worst <= TARGET_MS,
+                                                              "worst_cpu_ms": worst_cpu}
     for k, v in targets.items():
-        print(f"target {k}: worst {v['worst_ms']:.2f} ms, {'met' if v['met'] else 'NOT met'}")
+        print(f"target {k}: worst {v['worst_ms']:.2f} ms wall-clock ({v['worst_cpu_ms']:.2f} ms CPU), "
+              f"{'met' if v['met'] else 'NOT met'}")
 
     if args.json:
         record = read_json(args.json) or {}
