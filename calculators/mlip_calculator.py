@@ -10,7 +10,7 @@ import torch
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
 from mlip.allocator import tune_malloc
-from mlip.graph import batch_atoms
+from mlip.graph_builder import GraphBuilder
 from mlip.potential import Potential
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, torch.float32: torch.float32, torch.float64: torch.float64}
@@ -48,6 +48,19 @@ def _same(a, b) -> bool:
         return bool(a == b)
     except Exception:
         return a is b
+
+
+def _identical(a, b) -> bool:
+    """Whether two ``ase.Atoms`` have exactly equal cell, pbc, per-atom arrays and ``info``: the cheap
+    test that lets ASE's ``get_forces`` / ``get_stress`` after ``get_potential_energy`` skip its
+    tolerance comparison (anything not exactly equal goes through that comparison)."""
+    if a.arrays.keys() != b.arrays.keys():
+        return False
+    if not (np.array_equal(a.pbc, b.pbc) and np.array_equal(a.cell.array, b.cell.array)):
+        return False
+    if not all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays):
+        return False
+    return _same(a.info, b.info)
 
 
 class MLIPCalculator(Calculator):
@@ -92,10 +105,25 @@ class MLIPCalculator(Calculator):
         self.neighbor_backend = neighbor_backend
         potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
         self.potential = potential.requires_grad_(False).eval()
+        self._builder = None  # (configuration, GraphBuilder), see _graph_builder
         if self.device.type == "cpu":
             tune_malloc()  # linear cost in system size on CPU (see mlip.allocator)
 
+    def _graph_builder(self) -> GraphBuilder:
+        """The builder of this calculator's graphs (what ``batch_atoms([atoms], ..., recenter=True)``
+        builds, reusing the checks and tensors of an unchanged cell, pbc and elements between calls),
+        made again whenever the potential's cutoff or elements, or the dtype, device or backend change."""
+        config = (self.potential.cutoff, tuple(self.potential.atomic_numbers.tolist()), self.dtype,
+                  self.device, self.neighbor_backend)
+        if self._builder is None or self._builder[0] != config:
+            self._builder = (config, GraphBuilder(config[0], dtype=self.dtype, device=self.device,
+                                                  neighbor_backend=self.neighbor_backend,
+                                                  allowed_numbers=config[1]))
+        return self._builder[1]
+
     def check_state(self, atoms, tol: float = 1e-15):
+        if self.atoms is not None and _identical(self.atoms, atoms):
+            return []  # bit for bit the atoms of the last call (ASE's comparison would find no change)
         changes = super().check_state(atoms, tol=tol)
         if self.atoms is not None and "info" not in changes and not _same(self.atoms.info, atoms.info):
             changes.append("info")
@@ -106,15 +134,7 @@ class MLIPCalculator(Calculator):
             properties = self.implemented_properties
         super().calculate(atoms, properties, system_changes)
         atoms = self.atoms
-        graph = batch_atoms(  # validates the structure first (ValueError naming the problem)
-            [atoms],
-            self.potential.cutoff,
-            dtype=self.dtype,
-            device=self.device,
-            neighbor_backend=self.neighbor_backend,
-            recenter=True,
-            allowed_numbers=self.potential.atomic_numbers.tolist(),
-        )
+        graph = self._graph_builder()(atoms)  # validates the structure first (ValueError naming the problem)
         has_volume = atoms.cell.rank == 3 and abs(atoms.cell.volume) > 0
         if "stress" in properties and not has_volume:
             raise PropertyNotImplementedError(

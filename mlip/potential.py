@@ -156,10 +156,29 @@ class Potential(nn.Module):
         return self.model_energies(index, no_edges, torch.zeros((0, 3), dtype=dtype, device=device), index, n)
 
     def _weights_state(self) -> tuple:
-        """Identity, storage and in-place version of every parameter and buffer: changes whenever
-        a weight does (an optimizer step, ``load_state_dict``, ``.to()``)."""
-        tensors = list(self.parameters()) + list(self.buffers())
-        return tuple((id(t), t.data_ptr(), t._version) for t in tensors)
+        """``(state, trainable)``: the identity, storage and in-place version of every parameter and
+        buffer (changes whenever a weight does: an optimizer step, ``load_state_dict``, ``.to()``,
+        a module or parameter replaced), and whether some parameter requires a gradient.
+
+        One walk over ``_modules``, ``_parameters`` and ``_buffers`` (not ``parameters()`` and
+        ``buffers()``, whose generators cost more than the rest of a small structure's bookkeeping)."""
+        state = []
+        trainable = False
+        stack, seen = [self], set()
+        while stack:
+            module = stack.pop()
+            if id(module) in seen:  # a module shared by two parents (or a cycle) is visited once
+                continue
+            seen.add(id(module))
+            for t in module._parameters.values():
+                if t is not None:
+                    state.append((id(t), t.data_ptr(), t._version))
+                    trainable = trainable or t.requires_grad
+            for t in module._buffers.values():
+                if t is not None:
+                    state.append((id(t), t.data_ptr(), t._version))
+            stack.extend(m for m in module._modules.values() if m is not None)
+        return tuple(state), trainable
 
     def _isolated_energies(self, dtype: torch.dtype) -> torch.Tensor:
         """``isolated_model_energies`` [n_species], cached while the weights are frozen.
@@ -169,9 +188,10 @@ class Potential(nn.Module):
         (a calculator, whose copy of the weights is frozen, or ``torch.no_grad``) it is computed
         once per state of the weights: one forward pass fewer per call, which matters for small
         structures (benchmarks/isolated_reference_cost.py measures it)."""
-        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+        state, trainable = self._weights_state()
+        if torch.is_grad_enabled() and trainable:
             return self.isolated_model_energies(dtype)
-        key = (dtype, self.atomic_numbers.device, self._weights_state())
+        key = (dtype, self.atomic_numbers.device, state)
         if self._isolated_cache is None or self._isolated_cache[0] != key:
             with torch.no_grad():
                 self._isolated_cache = (key, self.isolated_model_energies(dtype))

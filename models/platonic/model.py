@@ -157,6 +157,16 @@ class PlatonicTransformer(EnergyModel):
             return elements
         return orientation_matrix(self.orientation) @ elements
 
+    def frames_as(self, dtype: torch.dtype, device) -> torch.Tensor:
+        """:attr:`frames` cast to ``dtype`` on ``device`` [G, 3, 3], computed once per group,
+        orientation, dtype and device (the float64 frames cast, as every call cast them before);
+        for the forward pass only: callers must not modify it."""
+        key = (self.group_name, self.orientation, dtype, torch.device(device))
+        cache = self.__dict__.setdefault("_frames_cache", {})
+        if key not in cache:
+            cache[key] = self.frames.to(device=device, dtype=dtype)
+        return cache[key]
+
     @property
     def invariant_rotations(self) -> torch.Tensor:
         """[G, 3, 3] the rotations R₀R_gR₀ᵀ (float64) under which the energy is exactly invariant
@@ -196,7 +206,7 @@ class PlatonicTransformer(EnergyModel):
         length = safe_length((vec * vec).sum(-1))
         envelope = self.envelope(length)
         radial = self.radial(length) * envelope.unsqueeze(-1)
-        frame_vec = frame_vectors(self.frames.to(vec.device), vec)
+        frame_vec = frame_vectors(self.frames_as(vec.dtype, vec.device), vec)
 
         if self.density is not None and self.density_radial is None:
             m = edge_index.shape[1]

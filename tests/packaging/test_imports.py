@@ -30,7 +30,7 @@ LAYERS: List[Tuple[str, List[str]]] = [
               "mlip.derived_constants", "mlip.structure_checks",
               "mlip.kernels"]),  # the kernels' switch and CuPy loader
     ("data", ["mlip.data"]),
-    ("graph", ["mlip.graph", "mlip.neighbors", "mlip.kernels.neighbor_list"]),
+    ("graph", ["mlip.graph", "mlip.graph_builder", "mlip.neighbors", "mlip.kernels.neighbor_list"]),
     ("building blocks", ["mlip.nn", "mlip.so3", "mlip.kernels.escn_reference", "mlip.kernels.escn_rotation",
                          # until they move into mlip.nn
                          "mlip.radial", "mlip.scatter", "mlip.envelope_softmax", "mlip.attention_cutoff",
