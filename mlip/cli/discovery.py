@@ -150,8 +150,9 @@ def _add_relax(dsub) -> None:
                    help="maximum FIRE steps (default: %(default)s)")
     r.add_argument("--batch-size", type=positive_int, default=1, metavar="N",
                    help="relax N materials at a time in one batched evaluation with torch-sim (its FIRE, "
-                        "the same protocol; an mlip model; pip install 'mlip-torch[torchsim]', Python >= 3.12); "
-                        "N times the largest material's atoms per batch. Default: 1, one at a time with ASE")
+                        "the same protocol; an mlip model; pip install 'mlip-torch[torchsim]', "
+                        "Python >= 3.12); N times the largest material's atoms per batch. "
+                        "Default: 1, one at a time with ASE")
     r.add_argument("--n-shards", type=positive_int, default=None,
                    help="number of shards (default: Slurm array, torchrun WORLD_SIZE, or 1)")
     r.add_argument("--shard-index", type=nonneg_int, default=None, help="this shard (0-based)")

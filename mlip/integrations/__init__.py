@@ -18,8 +18,8 @@ def require_torch_sim(purpose: str = "batched relaxation"):
     line what to install (and that torch-sim needs Python >= 3.12, where this Python is older)."""
     if sys.version_info < (3, 12):
         version = ".".join(map(str, sys.version_info[:3]))
-        raise MissingExtraError(f"torch-sim (needed for {purpose}) needs Python >= 3.12, this is Python {version}: "
-                                f"in a Python 3.12 environment, pip install 'mlip-torch[torchsim]'")
+        raise MissingExtraError(f"torch-sim (needed for {purpose}) needs Python >= 3.12, this is Python "
+                                f"{version}: in a Python 3.12 environment, pip install 'mlip-torch[torchsim]'")
     return require("torch_sim", "torchsim", purpose, package="torch-sim-atomistic")
 
 

@@ -106,7 +106,8 @@ class MLIPModel(ModelInterface):
         nl_args = [t if on_device else t.detach().cpu() for t in (positions, cell, pbc, batch)]
         edge_index, shifts = batched_neighbor_list(*nl_args, self.cutoff, backend=self.neighbor_backend)
         return AtomicGraph(positions=positions, numbers=state.atomic_numbers.to(self._device, torch.int64),
-                           cell=cell, pbc=pbc, batch=batch, edge_index=edge_index.to(self._device, torch.int64),
+                           cell=cell, pbc=pbc, batch=batch,
+                           edge_index=edge_index.to(self._device, torch.int64),
                            shifts=shifts.to(self._device, self._dtype), cutoff=self.cutoff)
 
     def forward(self, state, **kwargs) -> dict:
@@ -217,8 +218,8 @@ def relax_batched(
         current = list(batcher.current_idx)  # the batcher's index of each structure of the batch
         taken = torch.tensor([n_steps.get(i, 0) for i in current], device=state.energy.device)
         fmax_now = _cell_fmax(state)
-        forces_ok = torch.zeros_like(fmax_now).index_add(0, state.system_idx, (~state.forces.isfinite()).any(1)
-                                                         .to(fmax_now.dtype)) == 0
+        bad_atoms = (~state.forces.isfinite()).any(1).to(fmax_now.dtype)
+        forces_ok = torch.zeros_like(fmax_now).index_add(0, state.system_idx, bad_atoms) == 0
         finite = state.energy.isfinite() & fmax_now.isfinite() & forces_ok
         leave = ~finite | (fmax_now < fmax) | (taken >= int(steps))
         if bool(leave.any()):
@@ -228,7 +229,8 @@ def relax_batched(
                 key, atoms, t0 = entered[current[k]]
                 n = int(taken[k])
                 if not bool(finite[k]):
-                    out.append((key, RuntimeError(f"non-finite forces at relaxation step {n}; stopping"), now - t0))
+                    error = RuntimeError(f"non-finite forces at relaxation step {n}; stopping")
+                    out.append((key, error, now - t0))
                     continue
                 relaxed = atoms.copy()
                 relaxed.set_cell(state.row_vector_cell[k].detach().cpu().double().numpy(), scale_atoms=False)

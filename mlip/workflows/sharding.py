@@ -150,7 +150,8 @@ def run_sharded(
     if progress and todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(mine), initial=counts["skipped"], desc=f"{desc} (shard {shard_index + 1}/{n_shards})",
+        bar = tqdm(total=counts["assigned"], initial=counts["skipped"],
+                   desc=f"{desc} (shard {counts['shard'] + 1}/{counts['n_shards']})",
                    unit="item", dynamic_ncols=True)
     start = time.perf_counter()
     try:

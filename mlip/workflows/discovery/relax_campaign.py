@@ -18,7 +18,9 @@ Each material's result is written as soon as it is known to ``out_dir/results/<i
 
 or, for a material that could not be relaxed (an element the model lacks, atoms on top of each
 other, non-finite forces, ...), ``{"id", "failed": true, "error", "traceback", "wall_time_s"}``;
-the run goes on. A rerun skips every material with a result.
+the run goes on. A rerun skips every material with a result. ``out_dir/campaign.json`` records
+the model, the settings and the structures: a folder holding another campaign is refused, so that
+one model's energies are never mixed with another's.
 
 With ``batch_size`` > 1 (an mlip model; torch-sim installed, Python >= 3.12) the materials are
 relaxed together by :func:`mlip.integrations.torchsim.relax_batched`: torch-sim's FIRE (ASE's
@@ -27,9 +29,7 @@ flavour and parameters) on a Fréchet cell filter, the convergence test of ASE's
 resume; ``wall_time_s`` is then the time a material spent in the batch (shared with the others).
 Materials that fail the checks before relaxing are recorded at once; the materials of a batch
 whose evaluation raised are relaxed again one at a time, so that the error is recorded for the one
-that causes it. The settings recorded are the same, so one campaign may mix both paths. ``out_dir/campaign.json`` records
-the model, the settings and the structures: a folder holding another campaign is refused, so that
-one model's energies are never mixed with another's.
+that causes it. The settings recorded are the same, so one campaign may mix both paths.
 
 The share of this process comes from ``n_shards``/``shard_index``, else a Slurm job array, else
 a ``torchrun`` launch (``RANK``/``WORLD_SIZE``), balanced by atom count.
@@ -239,8 +239,8 @@ def run_discovery_relax(
     costs = [len(m.atoms) for m in materials]
     if batch_size > 1:
         counts = relax_in_batches(materials, calc, out_dir, fmax=fmax, steps=steps, min_distance=min_distance,
-                                  batch_size=batch_size, costs=costs, n_shards=n_shards, shard_index=shard_index,
-                                  progress=progress)
+                                  batch_size=batch_size, costs=costs, n_shards=n_shards,
+                                  shard_index=shard_index, progress=progress)
     else:
         items = [(m.material_id, m) for m in materials]
         counts = run_sharded(items, compute, out_dir, costs=costs, n_shards=n_shards,
@@ -320,12 +320,14 @@ def relax_in_batches(materials: Sequence[Material], calc, out_dir: Union[str, Pa
     model = MLIPModel(potential, device=calc.device, dtype=calc.dtype, neighbor_backend=calc.neighbor_backend)
     max_atoms = batch_size * max([len(materials[k].atoms) for k in todo], default=1)
     try:
-        for k, outcome, seconds in relax_batched(checked(), model, fmax=fmax, steps=steps, max_atoms=max_atoms):
+        batches = relax_batched(checked(), model, fmax=fmax, steps=steps, max_atoms=max_atoms)
+        for k, outcome, seconds in batches:
             material = materials[k]
             if isinstance(outcome, BatchEvaluationError):  # find the material at fault: one at a time
                 t0 = time.perf_counter()
                 try:
-                    record = relax_material(material.atoms, calc, fmax=fmax, steps=steps, min_distance=min_distance)
+                    record = relax_material(material.atoms, calc, fmax=fmax, steps=steps,
+                                            min_distance=min_distance)
                 except Exception as err:
                     record = failure_record(err, time.perf_counter() - t0)
             elif isinstance(outcome, Exception):
