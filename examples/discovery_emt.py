@@ -3,6 +3,7 @@
     python examples/discovery_emt.py                       # 24 candidates, EMT as the model: the plumbing check
     python examples/discovery_emt.py -n 300                # the full miniature benchmark (~4.5 min on 2 cores)
     python examples/discovery_emt.py -n 300 --model default   # a shipped model (or a checkpoint path)
+    python examples/discovery_emt.py -n 300 --model default --batch-size 32   # batched (torch-sim, Python >= 3.12)
 
 Steps (each one is also a command, see README.md):
 
@@ -33,6 +34,8 @@ parser.add_argument("-n", type=int, default=24, help="number of candidates (defa
 parser.add_argument("--kappa-srme", type=float, default=None, help="the model's κ_SRME, for the CPS")
 parser.add_argument("--fix-symmetry", action="store_true", help="relax keeping each candidate's space group "
                     "(not the benchmark's protocol; for models that are not exactly rotation invariant)")
+parser.add_argument("--batch-size", type=int, default=1, help="relax this many materials at a time with torch-sim "
+                    "(an mlip model; pip install 'mlip-torch[torchsim]', Python >= 3.12); default: one at a time")
 args = parser.parse_args()
 
 out = Path(args.out_dir)
@@ -45,7 +48,8 @@ date = "2000-01-01"  # a fixed date so that reruns overwrite the same files
 steps = [
     ["discovery", "emt-benchmark", str(bench), "--seed", str(args.seed), "-n", str(args.n)],
     ["discovery", "relax", str(bench / "initial-structures.json.gz"), "--model", args.model, "--out-dir", str(run)]
-    + (["--fix-symmetry"] if args.fix_symmetry else []),
+    + (["--fix-symmetry"] if args.fix_symmetry else [])
+    + (["--batch-size", str(args.batch_size)] if args.batch_size > 1 else []),
     ["discovery", "join", str(run), "--elemental-refs", str(bench / "elemental-references.json"),
      "--out-dir", str(submission), "--date", date],
     ["discovery", "metrics", str(submission / f"{date}-discovery.csv.gz"), "--reference", str(bench / "summary.csv.gz"),

@@ -2,6 +2,7 @@
 
     mlip discovery emt-benchmark mini --seed 0 -n 300
     mlip discovery relax mini/initial-structures.json.gz --model ase.calculators.emt:EMT --out-dir run
+    mlip discovery relax mini/initial-structures.json.gz --model default --batch-size 32 --out-dir run
     mlip discovery join run --elemental-refs mini/elemental-references.json --out-dir submission
     mlip discovery metrics submission/<date>-discovery.csv.gz --reference mini/summary.csv.gz \\
         --geo-opt submission/<date>-geo-opt.jsonl.gz --reference-structures mini/relaxed-structures.json.gz
@@ -26,6 +27,12 @@ def run_relax(args) -> int:
     from mlip.workflows.discovery.relax_campaign import run_discovery_relax
     from mlip.workflows.model_loading import potential_of
 
+    if args.batch_size > 1:  # before the model is loaded: say at once what batching needs
+        from mlip.integrations import require_torch_sim
+
+        if args.fix_symmetry:
+            raise CLIError("--fix-symmetry relaxes one material at a time: drop --batch-size")
+        require_torch_sim(f"--batch-size {args.batch_size}")
     try:
         materials = read_structures(args.structures, key=args.structure_key)
     except ValueError as err:
@@ -50,11 +57,12 @@ def run_relax(args) -> int:
             print(f"NOTE: {len(lacking)} materials contain elements the model lacks (e.g. {lacking[0]}); "
                   f"they are recorded as failed")
     print(f"protocol:  FIRE + FrechetCellFilter, fmax {args.fmax:g} eV/Å, at most {args.steps} steps"
-          + (", space group kept (FixSymmetry)" if args.fix_symmetry else ""), flush=True)
+          + (", space group kept (FixSymmetry)" if args.fix_symmetry else "")
+          + (f", batches of up to {args.batch_size} (torch-sim)" if args.batch_size > 1 else ""), flush=True)
     counts = run_discovery_relax(materials, calc, args.out_dir, fmax=args.fmax, steps=args.steps,
                                  n_shards=args.n_shards, shard_index=args.shard_index,
                                  progress=not args.no_progress, dtype=args.dtype, device=args.device,
-                                 fix_symmetry=args.fix_symmetry)
+                                 fix_symmetry=args.fix_symmetry, batch_size=args.batch_size)
     print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} materials, "
           f"{counts['skipped']} already done, {counts['computed']} relaxed ({counts['failed']} failed)")
     print(f"campaign:  {counts['n_done']}/{counts['n_materials']} materials have a result in {args.out_dir}/")
@@ -140,6 +148,11 @@ def _add_relax(dsub) -> None:
                    "models that are not exactly rotation invariant, such as the Platonic Transformer")
     r.add_argument("--steps", type=positive_int, default=500,
                    help="maximum FIRE steps (default: %(default)s)")
+    r.add_argument("--batch-size", type=positive_int, default=1, metavar="N",
+                   help="relax N materials at a time in one batched evaluation with torch-sim (its FIRE, "
+                        "the same protocol; an mlip model; pip install 'mlip-torch[torchsim]', "
+                        "Python >= 3.12); N times the largest material's atoms per batch. "
+                        "Default: 1, one at a time with ASE")
     r.add_argument("--n-shards", type=positive_int, default=None,
                    help="number of shards (default: Slurm array, torchrun WORLD_SIZE, or 1)")
     r.add_argument("--shard-index", type=nonneg_int, default=None, help="this shard (0-based)")

@@ -100,6 +100,31 @@ def write_result(out_dir: Union[str, Path], item_id: str, record: Dict[str, Any]
     return path
 
 
+def pending_items(
+    ids: Sequence[str],
+    out_dir: Union[str, Path],
+    costs: Optional[Sequence[float]] = None,
+    n_shards: Optional[int] = None,
+    shard_index: Optional[int] = None,
+) -> Tuple[List[int], Dict[str, int]]:
+    """The indices of the items of this process's shard (see :func:`run_sharded`) that have no result
+    in ``out_dir`` yet, in order, and the counts ``{"shard", "n_shards", "assigned", "skipped",
+    "computed": 0, "failed": 0}`` for a driver of its own to update. ValueError for repeated ids."""
+    ids = [str(i) for i in ids]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"item ids must be unique; repeated: {', '.join(dup[:5])}")
+    n_shards, shard_index = shard_from_environment(n_shards, shard_index)
+    costs = [1.0] * len(ids) if costs is None else list(costs)
+    if len(costs) != len(ids):
+        raise ValueError(f"{len(costs)} costs for {len(ids)} items")
+    mine = shard_items(costs, n_shards, shard_index)
+    todo = [k for k in mine if read_result(out_dir, ids[k]) is None]
+    counts = {"shard": shard_index, "n_shards": n_shards, "assigned": len(mine),
+              "skipped": len(mine) - len(todo), "computed": 0, "failed": 0}
+    return todo, counts
+
+
 def run_sharded(
     items: Sequence[Tuple[str, Any]],
     compute: Callable[[str, Any], Dict[str, Any]],
@@ -120,22 +145,13 @@ def run_sharded(
     "computed", "failed"}``.
     """
     ids = [str(i) for i, _ in items]
-    if len(set(ids)) != len(ids):
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        raise ValueError(f"item ids must be unique; repeated: {', '.join(dup[:5])}")
-    n_shards, shard_index = shard_from_environment(n_shards, shard_index)
-    costs = [1.0] * len(items) if costs is None else list(costs)
-    if len(costs) != len(items):
-        raise ValueError(f"{len(costs)} costs for {len(items)} items")
-    mine = shard_items(costs, n_shards, shard_index)
-    todo = [k for k in mine if read_result(out_dir, ids[k]) is None]
-    counts = {"shard": shard_index, "n_shards": n_shards, "assigned": len(mine),
-              "skipped": len(mine) - len(todo), "computed": 0, "failed": 0}
+    todo, counts = pending_items(ids, out_dir, costs, n_shards, shard_index)
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(mine), initial=counts["skipped"], desc=f"{desc} (shard {shard_index + 1}/{n_shards})",
+        bar = tqdm(total=counts["assigned"], initial=counts["skipped"],
+                   desc=f"{desc} (shard {counts['shard'] + 1}/{counts['n_shards']})",
                    unit="item", dynamic_ncols=True)
     start = time.perf_counter()
     try:
@@ -187,6 +203,7 @@ def load_results(out_dir: Union[str, Path], ids: Optional[Iterable[str]] = None)
 
 __all__ = [
     "load_results",
+    "pending_items",
     "read_result",
     "result_path",
     "run_sharded",

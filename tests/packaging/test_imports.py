@@ -40,7 +40,7 @@ LAYERS: List[Tuple[str, List[str]]] = [
     ("models", ["mlip.models"]),
     ("checkpoints", ["mlip.checkpoint", "mlip.pretrained"]),
     ("calculators", ["mlip.calculators"]),
-    ("training and workflows", ["mlip.training", "mlip.workflows"]),
+    ("training and workflows", ["mlip.training", "mlip.workflows", "mlip.integrations"]),
     ("cli and test kit", ["mlip.cli", "mlip.__main__", "mlip.workflows.discovery.cli", "mlip.testing"]),
 ]
 
