@@ -141,8 +141,8 @@ def run_sharded(
     ``compute`` returns a JSON-serialisable dict; an exception is recorded as
     ``{"failed": True, "error": "...", "traceback": "..."}`` and the run goes on. Results already
     in ``out_dir`` are skipped. ``write=False`` computes without writing: the other ranks of an MPI
-    calculation whose rank 0 writes (every rank must take part in each item). Returns counts: ``{"shard": k, "n_shards": n, "assigned", "skipped",
-    "computed", "failed"}``.
+    calculation whose rank 0 writes (every rank must take part in each item). Returns counts:
+    ``{"shard": k, "n_shards": n, "assigned", "skipped", "computed", "failed"}``.
     """
     ids = [str(i) for i, _ in items]
     todo, counts = pending_items(ids, out_dir, costs, n_shards, shard_index)
