@@ -80,7 +80,21 @@ def compile_network(potential: Potential, dtype: torch.dtype) -> None:
         return
     if potential.isolated_reference:
         potential.per_element_offsets(dtype)  # fills the cache keyed on the weights' state
+    warm_up(potential.model, dtype)
     potential.model.forward = CompiledForward(potential.model)
+
+
+def warm_up(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """One eager call of ``model`` on two atoms of the first species joined by two edges, without
+    gradients, so that what a network caches on its first call (constants derived from its
+    hyperparameters) is computed eagerly rather than traced by the compiler."""
+    device = next((t.device for t in model.parameters()), torch.device("cpu"))
+    species = torch.zeros(2, dtype=torch.int64, device=device)
+    edge_index = torch.tensor([[0, 1], [1, 0]], device=device)
+    vectors = torch.tensor([[1.5, 0.3, 0.2], [-1.5, -0.3, -0.2]], dtype=dtype, device=device)
+    batch = torch.zeros(2, dtype=torch.int64, device=device)
+    with torch.no_grad():
+        model(species, edge_index, vectors, batch, 1)
 
 
 def is_compiled(potential: Potential) -> bool:

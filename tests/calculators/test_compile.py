@@ -15,7 +15,7 @@ from ase.build import bulk
 from mlip.calculators import MLIPCalculator
 from mlip.calculators import compiled_network
 from mlip.calculators.compiled_network import CompileFallbackWarning, CompiledForward, is_compiled
-from mlip.testing import build_potential
+from mlip.testing import ARCHITECTURES, build_potential
 
 SPECIES = ["Cu", "Au"]
 
@@ -155,3 +155,13 @@ def test_cli_compile_reaches_the_calculator(capsys):
     assert "forward" not in plain.potential.model.__dict__
     calc, _ = load_model("ase.calculators.emt:EMT", "cpu", "float64", compile=True)
     assert "--compile applies to mlip models only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_every_architecture_takes_the_option(arch):
+    """compile=True prepares every physics-suite architecture (the eager warm-up call on two atoms
+    runs, the compiled forward is installed) and leaves its outputs unchanged until the first call."""
+    potential = build_potential(arch, species=SPECIES)
+    calc = MLIPCalculator(potential, device="cpu", dtype="float64", compile=True)
+    assert isinstance(calc.potential.model.__dict__["forward"], CompiledForward)
+    assert calc.potential.state_dict().keys() == potential.state_dict().keys()
