@@ -72,7 +72,10 @@ def measure_model(name, sizes, dtype, seconds_per_size, max_repeats):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        potential = build_potential("platonic-softmax", species=["Cu"]) if name == "smoke" else load_potential(name)
+        if name == "smoke":
+            potential = build_potential("platonic-softmax", species=["Cu"])
+        else:
+            potential = load_potential(name)
     eager = MLIPCalculator(potential, device="cpu", dtype=dtype)
     compiled = MLIPCalculator(potential, device="cpu", dtype=dtype, compile=True)
     rows = []
@@ -117,7 +120,8 @@ def worker(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--sizes", nargs="+", type=int, default=[16, 64, 512])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])

@@ -70,7 +70,8 @@ import gpu_bootstrap, pytest
 out = sys.argv[1]
 t = time.time()
 rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", "-k", "gpu or cuda", "tests/kernels/test_kernels.py",
-                  "tests/neighbors/test_neighbors.py::test_cuda_matches_cpu", f"--junitxml={out}/gpu_tests.xml"]
+                  "tests/neighbors/test_neighbors.py::test_cuda_matches_cpu",
+                  f"--junitxml={out}/gpu_tests.xml"]
                  + (["--timeout=60"] if importlib.util.find_spec("pytest_timeout") else []))
 json.dump({"pytest_exit_code": int(rc), "seconds": time.time() - t}, open(f"{out}/gpu_tests.json", "w"))
 PY
@@ -79,7 +80,8 @@ stage benchmark 160 "$PY" benchmarks/gpu_benchmark.py "${DEV[@]}" "${BENCH[@]}" 
     --out "$OUT_DIR/gpu_check.json" --tests "$OUT_DIR/gpu_tests.json"
 stage compile 150 "$PY" benchmarks/gpu_compile_probe.py "${DEV[@]}" "${COMPILE[@]}" \
     --out "$OUT_DIR/compile_probe.json"
-stage relax 60 "$PY" benchmarks/gpu_batched_relax.py "${DEV[@]}" "${RELAX[@]}" --out "$OUT_DIR/batched_relax.json"
+stage relax 60 "$PY" benchmarks/gpu_batched_relax.py "${DEV[@]}" "${RELAX[@]}" \
+    --out "$OUT_DIR/batched_relax.json"
 
 "$PY" benchmarks/gpu_summary.py all "$OUT_DIR" > "$OUT_DIR/summary.log" 2>&1
 echo "[summary] $(tr '\n' ' ' < "$OUT_DIR/summary.log" | tr -s ' ')"

@@ -92,7 +92,8 @@ def probe(rec, save, name, n_atoms, device, budget_seconds, compile_network_too=
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--atoms", type=int, default=100_000)
     parser.add_argument("--models", nargs="+", default=["platonic-emt"])
@@ -118,7 +119,8 @@ def main(argv=None):
         try:
             probe(rec, save, name, args.atoms, device, args.budget, compile_network_too=not args.no_compile)
         except Exception as err:
-            rec.update(error=f"{type(err).__name__}: {err}"[:2000], traceback=traceback.format_exc(limit=4)[-3000:])
+            rec.update(error=f"{type(err).__name__}: {err}"[:2000],
+                       traceback=traceback.format_exc(limit=4)[-3000:])
         save()
         print(json.dumps({k: v for k, v in rec.items() if k != "traceback"}), flush=True)
     print(f"wrote {args.out}")

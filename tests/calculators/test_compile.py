@@ -48,11 +48,13 @@ def assert_close(got, ref, what, rtol=1e-6):
     assert err <= rtol, f"{what}: compiled differs from eager by {err:.2e} (relative to {scale:.3g})"
 
 
-# One architecture of each family the shipped models belong to (the group-averaged Platonic
-# Transformer, the SO(3) EquiformerV3); compiling a model on a CPU takes tens of seconds, so the
-# suite's other variants are not compiled here (benchmarks/compile_cost.py compiles the shipped models).
+# Compiling a network on a CPU takes minutes (the first call; later sizes reuse the dynamic-shape
+# graph), so one architecture is compiled here: the Platonic Transformer of the shipped default.
+# EquiformerV3 takes ~10 minutes to compile on 2 cores, beyond the CI budget; its compiled
+# results are checked against eager ones by benchmarks/compile_cost.py (max_rel_diff of each row),
+# and test_every_architecture_takes_the_option prepares every architecture without compiling.
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["platonic-softmax", "equiformer-v3"])
+@pytest.mark.parametrize("arch", ["platonic-softmax"])
 def test_compiled_equals_eager(arch):
     potential = build_potential(arch, species=SPECIES)
     eager = MLIPCalculator(potential, device="cpu", dtype="float64")
