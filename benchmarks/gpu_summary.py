@@ -1,7 +1,7 @@
 """One line per stage of benchmarks/gpu_check.sh, read from the JSON files it wrote, and the issue 39
 targets gathered into one file.
 
-    python benchmarks/gpu_summary.py STAGE OUT_DIR    # STAGE: tests, benchmark, compile, relax
+    python benchmarks/gpu_summary.py STAGE OUT_DIR    # STAGE: tests, compile, benchmark, relax
     python benchmarks/gpu_summary.py all OUT_DIR      # writes OUT_DIR/gpu_summary.json, prints targets
 """
 
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-FILES = {"tests": "gpu_tests.json", "benchmark": "gpu_check.json", "compile": "compile_probe.json",
+FILES = {"tests": "gpu_tests.json", "compile": "compile_probe.json", "benchmark": "gpu_check.json",
          "relax": "batched_relax.json"}
 
 
