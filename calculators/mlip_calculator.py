@@ -10,6 +10,7 @@ import torch
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
 from mlip.allocator import tune_malloc
+from mlip.calculators.compiled_network import compile_network
 from mlip.graph_builder import GraphBuilder
 from mlip.potential import Potential
 
@@ -79,6 +80,10 @@ class MLIPCalculator(Calculator):
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
         dtype: ``"float32"`` (fast MD) or ``"float64"`` (relaxations, phonons, finite differences).
         neighbor_backend: ``"auto"``, ``"vesin"`` or ``"torch"``.
+        compile: run the network through ``torch.compile`` (dynamic shapes; forces and stress by
+            autograd as in eager mode). The first call compiles (tens of seconds on a CPU, longer
+            for big models), the kernels are built for the thread count torch uses then, and a
+            failed compilation warns and runs eagerly (:mod:`mlip.calculators.compiled_network`).
 
     Invalid input raises ``ValueError`` naming the problem: elements the potential was not built
     for, NaN/inf coordinates, a periodic structure whose cell has zero volume or is so small that
@@ -95,6 +100,7 @@ class MLIPCalculator(Calculator):
         device: Union[str, torch.device] = "auto",
         dtype: Union[str, torch.dtype] = "float32",
         neighbor_backend: str = "auto",
+        compile: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -106,6 +112,8 @@ class MLIPCalculator(Calculator):
         potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
         self.potential = potential.requires_grad_(False).eval()
         self._builder = None  # (configuration, GraphBuilder), see _graph_builder
+        if compile:
+            compile_network(self.potential, self.dtype)
         if self.device.type == "cpu":
             tune_malloc()  # linear cost in system size on CPU (see mlip.allocator)
 

@@ -58,7 +58,8 @@ def name_count(names: Sequence[str], what: str):
 
 
 def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
-    """--model, --device, --dtype (default ``dtype``), --index, --format, --no-progress, --threads."""
+    """--model, --device, --dtype (default ``dtype``), --compile, --index, --format, --no-progress,
+    --threads."""
     p.add_argument(
         "--model",
         default="default",
@@ -69,6 +70,7 @@ def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
         "--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1, ... (default: auto)"
     )
     p.add_argument("--dtype", default=dtype, choices=["float32", "float64"], help="default: %(default)s")
+    add_compile_arg(p)
     p.add_argument("--index", type=int, default=-1, help="frame of the structure file to use (default: last)")
     p.add_argument("--format", default=None,
                    help="ASE format of the structure file, e.g. cif, extxyz, vasp (default: from the name)")
@@ -79,6 +81,17 @@ def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
         default=None,
         help="CPU threads for torch (default: torch's choice); 1 is often fastest for small "
         "structures and on a busy machine",
+    )
+
+
+def add_compile_arg(p: argparse.ArgumentParser) -> None:
+    """--compile: torch.compile the network of an mlip model (MLIPCalculator's ``compile``)."""
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="run the network of an mlip model through torch.compile: the first evaluation compiles "
+        "(tens of seconds on a CPU, minutes for large models), later ones may be faster (long MD, "
+        "big cells); a failed compilation warns and runs eagerly; ignored for ASE calculators",
     )
 
 

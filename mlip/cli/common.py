@@ -106,16 +106,19 @@ def read_structure(path: str, index: int = -1, format: Optional[str] = None):
     return atoms
 
 
-def load_model(spec: str, device: str, dtype: str):
-    """Resolve ``--model``; print a prominent note for untrained models. Returns (calculator, label)."""
+def load_model(spec: str, device: str, dtype: str, compile: bool = False):
+    """Resolve ``--model`` (``compile``: ``--compile``); print a prominent note for untrained models.
+    Returns (calculator, label)."""
     from mlip.pretrained import UntrainedModelWarning
-    from mlip.workflows.model_loading import describe_model, is_untrained, resolve_calculator
+    from mlip.workflows.model_loading import describe_model, is_untrained, potential_of, resolve_calculator
 
     with warnings.catch_warnings():
         # Replaced by the NOTE line below, which says the same thing more visibly.
         warnings.simplefilter("ignore", UntrainedModelWarning)
-        calc = resolve_calculator(spec, device=device, dtype=dtype)
+        calc = resolve_calculator(spec, device=device, dtype=dtype, **({"compile": True} if compile else {}))
     label = describe_model(calc, spec)
+    if compile and potential_of(calc) is None:
+        note(f"NOTE: --compile applies to mlip models only; {label!r} runs as it is")
     if is_untrained(calc):
         note(f"NOTE: model {label!r} is UNTRAINED (random weights): results are not physical")
     return calc, label

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlip.cli.arguments import nonneg_int, positive_float, positive_int
+from mlip.cli.arguments import add_compile_arg, nonneg_int, positive_float, positive_int
 from mlip.cli.common import CLIError, calc_label, load_model
 
 
@@ -37,7 +37,7 @@ def run_relax(args) -> int:
         materials = read_structures(args.structures, key=args.structure_key)
     except ValueError as err:
         raise CLIError(str(err)) from None
-    calc, label = load_model(args.model, args.device, args.dtype)
+    calc, label = load_model(args.model, args.device, args.dtype, args.compile)
     potential = potential_of(calc)
     n_entries = sum(m.entry is not None for m in materials)
     print(f"model:     {label} ({calc_label(calc)})")
@@ -139,6 +139,7 @@ def _add_relax(dsub) -> None:
     r.add_argument("--device", default="auto",
                    help="auto (CUDA if available), cpu, cuda, ... (default: auto)")
     r.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="default: %(default)s")
+    add_compile_arg(r)
     r.add_argument("--out-dir", default="discovery", help="campaign folder (default: %(default)s)")
     r.add_argument("--fmax", type=positive_float, default=0.02,
                    help="force threshold, eV/Å (default: %(default)s)")

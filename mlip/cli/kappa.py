@@ -93,7 +93,7 @@ def _run_batch(args) -> int:
         if getattr(args, flag) is not None:
             raise CLIError(f"--{flag.replace('_', '-')} is not used with --batch: each structure carries "
                            f"its own in atoms.info")
-    calc, label = load_model(args.model, args.device, "float64")
+    calc, label = load_model(args.model, args.device, "float64", args.compile)
     for mid, atoms in items:
         check_species(atoms, calc, f"{args.structure} ({mid})")
     print(f"model:     {label} ({calc_label(calc)})")
@@ -126,7 +126,7 @@ def _run_one(args) -> int:
     out_dir = Path(args.out_dir)
     temperature = args.temperatures[0]
     atoms = read_structure(args.structure, args.index, args.format)
-    calc, label = load_model(args.model, args.device, "float64")
+    calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
     print(f"model:     {label} ({calc_label(calc)})")
     print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})", flush=True)

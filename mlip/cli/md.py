@@ -48,7 +48,7 @@ def run(args) -> int:
         # Appending would mix two runs in one trajectory; replacing them needs an explicit choice.
         raise CLIError(f"{out_dir} already holds {', '.join(earlier)} from an earlier run: choose another "
                        f"--out-dir, or pass --overwrite to replace them")
-    calc, label = load_model(args.model, args.device, args.dtype)
+    calc, label = load_model(args.model, args.device, args.dtype, args.compile)
     check_species(atoms, calc, args.structure)
     for name in earlier:  # --overwrite: no file of the earlier run is left to be mistaken for this one's
         (out_dir / name).unlink()

@@ -49,7 +49,7 @@ def run(args) -> int:
     from mlip.workflows.phonons import run_phonons
 
     atoms = read_structure(args.structure, args.index, args.format)
-    calc, label = load_model(args.model, args.device, "float64")
+    calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
     out_dir = Path(args.out_dir)
     kwargs = dict(

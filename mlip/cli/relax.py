@@ -59,7 +59,7 @@ def run(args) -> int:
     from mlip.workflows.relax import relax
 
     atoms = read_structure(args.structure, args.index, args.format)
-    calc, label = load_model(args.model, args.device, args.dtype)
+    calc, label = load_model(args.model, args.device, args.dtype, args.compile)
     check_species(atoms, calc, args.structure)
     output = Path(args.output) if args.output else Path(f"{Path(args.structure).stem}_relaxed.extxyz")
     bulk = bool(atoms.pbc.all())

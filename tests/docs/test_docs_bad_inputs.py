@@ -185,6 +185,10 @@ def case_relax_not_converged(tmp, monkeypatch):
             "-o", tmp / "r.extxyz"]
 
 
+def case_compile_foreign_calculator(tmp, monkeypatch):
+    return ["relax", CU_CIF, "--model", EMT, "--compile", "--no-progress", "-o", tmp / "r.extxyz"]
+
+
 def case_md_out_dir_holds_run(tmp, monkeypatch):
     base = ["md", CU_CIF, "--model", EMT, "--steps", "2", "--no-progress", "--out-dir", tmp / "md"]
     run_setup(*base)
