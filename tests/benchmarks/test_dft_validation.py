@@ -1,0 +1,205 @@
+"""benchmarks/dft_validation.py: every property's code path, the cache, the comparison and the JSON.
+
+GPAW is too slow for a test; its path differs from the others only in the calculator the method makes
+(and is smoke-run by hand, see benchmarks/README.md). Here EMT stands in for the reference on elements
+it knows (Cu, Au) at tiny sizes; a method compared with itself must differ by exactly zero; a second run
+must compute nothing; the entries a killed run lost must be recomputed and nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dft_validation.py"
+
+pytestmark = pytest.mark.skipif(not SCRIPT.is_file(),
+                                reason="benchmarks/ is not beside the tests (installed tests)")
+
+TINY = ["--elements", "Cu", "Au", "--no-progress", "--eos-volumes", "0.9", "1.1", "5",
+        "--phonon-supercell", "2", "--phonon-mesh", "4", "--vacancy-supercell", "1", "--slab-layers", "4",
+        "--kappa-supercell", "2", "--kappa-mesh", "5", "--relax-steps", "60"]
+
+
+@pytest.fixture(scope="module")
+def dv():
+    spec = importlib.util.spec_from_file_location("dft_validation", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+@pytest.fixture(scope="module")
+def first_run(dv, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dv")
+    argv = ["--out", str(out), "--methods", "emt", "--model", "ase.calculators.emt:EMT", *TINY]
+    return out, argv, dv.main(argv)
+
+
+def _finite(value) -> bool:
+    return all(math.isfinite(x) for x in np.asarray(value, dtype=float).ravel())
+
+
+def test_every_property_of_every_method_is_computed_and_finite(first_run):
+    out, _, report = first_run
+    assert set(report["methods"]) == {"emt", "EMT"} and report["reference"] == "emt"
+    for name, method in report["methods"].items():
+        props = method["properties"]
+        for prop in ("lattice", "phonons", "kappa"):
+            assert set(props[prop]) == {"Cu", "Au"}, (name, prop)
+        for prop in ("phases", "elastic", "vacancy", "surface"):
+            assert set(props[prop]) == {"Cu"}, (name, prop)
+        errors = {f"{p}.{e}": v["error"] for p, per in props.items() for e, v in per.items() if "error" in v}
+        assert not errors, errors
+        lattice = props["lattice"]["Cu"]
+        assert len(lattice["volumes_A3_per_atom"]) == len(lattice["energies_eV_per_atom"]) == 5
+        assert lattice["a_A"] > 0 and lattice["B_GPa"] > 0 and lattice["fit_rms_meV_per_atom"] < 5
+        assert lattice["a_A"] ** 3 / 8 == pytest.approx(lattice["V0_A3_per_atom"], rel=1e-12)
+        phases = props["phases"]["Cu"]
+        assert set(phases["curves"]) == {"diamond", "beta_tin", "simple_hexagonal"}
+        for phase in ("beta_tin", "simple_hexagonal"):
+            assert _finite([phases[phase]["dE_vs_diamond_meV_per_atom"], phases[phase]["c_over_a"]])
+        for key in ("C11_GPa", "C12_GPa", "C44_GPa", "C44_clamped_ion_GPa"):
+            assert _finite(props["elastic"]["Cu"][key]), key
+        for element in ("Cu", "Au"):
+            ph = props["phonons"][element]
+            assert ph["n_supercell_atoms"] == 16 and ph["n_displacements"] >= 1
+            assert len(ph["segments"]) == len(ph["frequencies_THz"]) == len(ph["qpoints"])
+            for q, f in zip(ph["qpoints"], ph["frequencies_THz"], strict=True):
+                assert np.asarray(f).shape == (len(q), 6) and _finite(f)
+            kappa = props["kappa"][element]  # diamond Cu and Au are unstable in EMT: the workflow says so
+            assert kappa["computed"] and kappa["status"] and (kappa["status"] == "ok") == (
+                kappa["kappa_300K_W_per_mK"] is not None)
+        vacancy = props["vacancy"]["Cu"]
+        assert vacancy["n_sites"] == 8
+        assert vacancy["formation_energy_relaxed_eV"] <= vacancy["formation_energy_unrelaxed_eV"] + 1e-9
+        surface = props["surface"]["Cu"]
+        assert surface["n_atoms_2x1"] == 2 * surface["n_atoms_1x1"] == 8
+        assert _finite([surface["gamma_100_unrelaxed_1x1_J_per_m2"],
+                        surface["gamma_100_relaxed_2x1_J_per_m2"]])
+    written = json.loads((out / "dft_validation.json").read_text())
+    assert written["methods"]["emt"]["properties"]["lattice"]["Cu"]["a_A"] == report["methods"]["emt"][
+        "properties"]["lattice"]["Cu"]["a_A"]
+    assert (out / "dft_validation.png").stat().st_size > 0
+
+
+def test_a_method_against_itself_differs_by_zero(first_run):
+    """The model ``ase.calculators.emt:EMT`` is EMT itself: every difference and phonon MAE is 0 (and the
+    comparison saw the scalars of every property but κ, which diamond Cu and Au, unstable in EMT, do
+    not reach)."""
+    _, _, report = first_run
+    diff = report["differences"]["EMT"]
+    assert set(diff["phonon_frequency_mae_THz"]) == {"Cu", "Au"}
+    assert all(v == 0.0 for v in diff["phonon_frequency_mae_THz"].values())
+    assert diff["absolute"] and all(v == 0.0 for v in diff["absolute"].values())
+    groups = {key.split(".")[0] for key in diff["absolute"]}
+    assert groups >= {"lattice", "phases", "elastic", "phonons", "vacancy", "surface"}
+
+
+def test_a_rerun_computes_nothing_and_a_killed_run_only_what_it_lost(dv, first_run):
+    """A second run reads everything from the cache. A run killed after its last evaluations is played
+    by deleting their entries (the newest files): the resumed run computes exactly those again (the
+    relaxations replay from the cache up to there) and gets the same numbers."""
+    out, argv, report = first_run
+    again = dv.main(argv)
+    for name in ("emt", "EMT"):
+        assert again["methods"][name]["evaluations"]["computed"] == 0
+        assert again["methods"][name]["evaluations"]["cached"] > 0
+    assert again["differences"] == report["differences"]
+    key = report["methods"]["emt"]["key"]
+    files = sorted((out / "cache" / key / "results").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    lost = files[-5:]
+    for path in lost:
+        path.unlink()
+    resumed = dv.main(argv)
+    assert resumed["methods"]["emt"]["evaluations"]["computed"] == len(lost)
+    assert all(path.is_file() for path in lost)
+    before, after = (dv.scalars(r["methods"]["emt"]["properties"]) for r in (report, resumed))
+    assert before.keys() == after.keys()
+    for key in before:
+        assert after[key] == pytest.approx(before[key], rel=1e-6, abs=1e-9), key
+
+
+def test_cache_only_refuses_to_compute(dv, tmp_path):
+    report = dv.main(["--out", str(tmp_path), "--methods", "emt", "--cache-only", "emt",
+                      "--properties", "lattice",
+                      *TINY])
+    error = report["methods"]["emt"]["properties"]["lattice"]["Cu"]["error"]
+    assert error.startswith("LookupError") and "--cache-only" in error
+
+
+def test_an_mlip_model_runs_through_mlip_calculator(dv, tmp_path):
+    """A shipped model by name (the embedded-atom model trained on EMT, which knows Cu and Au) is compared
+    with EMT: its cache is keyed by its weights, and the differences are its numbers minus EMT's."""
+    report = dv.main(["--out", str(tmp_path), "--methods", "emt", "--model", "embedded-atom-emt",
+                      "--properties", "lattice", "phonons", *TINY])
+    method = report["methods"]["embedded-atom-emt"]
+    assert method["key"].startswith("mlip-") and method["evaluations"]["computed"] > 0
+    props, ref = method["properties"], report["methods"]["emt"]["properties"]
+    for element in ("Cu", "Au"):
+        assert "error" not in props["lattice"][element], props["lattice"][element]
+        assert "error" not in props["phonons"][element], props["phonons"][element]
+    diff = report["differences"]["embedded-atom-emt"]
+    expected = props["lattice"]["Cu"]["a_A"] - ref["lattice"]["Cu"]["a_A"]
+    assert diff["absolute"]["lattice.Cu.a_A"] == pytest.approx(expected)
+    assert 0 < diff["phonon_frequency_mae_THz"]["Cu"] < 5
+
+
+def test_transition_pressure_is_where_the_enthalpies_cross(dv):
+    """Two Birch–Murnaghan phases, the dense one higher in energy: at the returned pressure the minimum
+    over V of E + PV is the same for both (computed here on a fine grid, independently)."""
+    from ase.eos import birchmurnaghan
+    from ase.units import GPa
+
+    low = {"bm_parameters": [-5.40, 0.60, 4.2, 20.4], "volumes_A3_per_atom": np.linspace(16.0, 22.0, 9)}
+    high = {"bm_parameters": [-5.15, 0.70, 4.5, 15.5], "volumes_A3_per_atom": np.linspace(12.5, 17.0, 9)}
+    p = dv.transition_pressure(low, high)
+    assert p is not None and 1 < p < 60
+
+    def enthalpy(fit, pressure):
+        v = np.linspace(10.0, 24.0, 200001)
+        return float(np.min(birchmurnaghan(v, *fit["bm_parameters"]) + pressure * GPa * v))
+
+    assert enthalpy(low, p) == pytest.approx(enthalpy(high, p), abs=2e-4)
+    assert enthalpy(low, 0.8 * p) < enthalpy(high, 0.8 * p)
+    assert enthalpy(low, 1.2 * p) > enthalpy(high, 1.2 * p)
+    assert dv.transition_pressure(low, {**high, "bm_parameters": [-4.0, 0.70, 4.5, 15.5]}) is None
+
+
+def test_dimer_seed_of_the_100_slab(dv):
+    a = 5.43
+    flat = dv.slab_100("Si", a, 8, 6.0, dimers=False)
+    seeded = dv.slab_100("Si", a, 8, 6.0, dimers=True)
+    assert len(flat) == 8 and len(seeded) == 16
+    z = seeded.positions[:, 2]
+    for level in (z.max(), z.min()):
+        pair = np.nonzero(np.abs(z - level) < 0.1)[0]
+        assert seeded.get_distance(*pair, mic=True) == pytest.approx(a / np.sqrt(2) - 1.0, abs=1e-9)
+    with pytest.raises(ValueError, match="even number of layers"):
+        dv.slab_100("Si", a, 7, 6.0, dimers=True)
+
+
+def test_gpaw_method_is_the_labeller_and_records_overrides(dv):
+    pytest.importorskip("gpaw")
+    from mlip.workflows.labelling import GPAW_PBE_SETTINGS
+
+    reference = dv.gpaw_method({})
+    assert reference.description["settings"] == GPAW_PBE_SETTINGS
+    assert reference.description["reference_settings"]
+    cheap = dv.gpaw_method(dv.parse_settings(["ecut_eV=200"]))
+    assert cheap.description["settings"]["ecut_eV"] == 200 and not cheap.description["reference_settings"]
+    assert cheap.key != reference.key
+    with pytest.raises(ValueError, match="unknown gpaw setting"):
+        dv.gpaw_method({"ecut": 200})
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        dv.parse_settings(["ecut_eV"])
