@@ -20,7 +20,8 @@ each stage; one that changes a setting is refused with a ValueError naming it (o
 
 The student is a shipped model's architecture (its name: the model section of the training config
 stored in its checkpoint, with the distilled elements as species; the loss and optimiser of a
-first training stage, :data:`STUDENT_LOSS` and :data:`STUDENT_OPTIMIZER`) or a ``mlip train``
+first training stage, :data:`STUDENT_LOSS` and :data:`STUDENT_OPTIMIZER`; least-squares reference
+energies) or a ``mlip train``
 YAML config (everything of it but the species, data and out_dir). Either way the model carries the
 ZBL repulsion term unless the config turns it off.
 
@@ -58,8 +59,10 @@ DEFAULT_EPOCHS = 20
 STUDENT_LOSS = {"energy_weight": 20.0, "forces_weight": 10.0, "stress_weight": 3.0, "kind": "mse"}
 STUDENT_OPTIMIZER = {"lr": 0.002, "weight_decay": 0.001, "warmup_fraction": 0.03, "min_lr_factor": 0.02,
                      "ema_decay": 0.99}
-#: the training-config keys of a shipped model that a distilled student keeps (beside its model)
-STUDENT_KEPT = ("batch_size", "augment_rotations", "reference_energies", "dtype", "eval_dtype")
+#: the training-config keys of a shipped model that a distilled student keeps (beside its model); the
+#: reference energies are the trainer's default least-squares fit, which a short training needs (from
+#: isolated-atom ones the network must first learn the cohesive energy)
+STUDENT_KEPT = ("batch_size", "augment_rotations", "dtype", "eval_dtype")
 #: settings a rerun may change (the training's length); any other change is refused
 RESUMABLE_SETTINGS = ("epochs", "minutes")
 
