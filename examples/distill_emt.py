@@ -5,8 +5,8 @@ three elements (their pairs and ternary alloys among them), the teacher's labels
 structure, the student's training and its errors against the teacher on the held-out test part. At the
 default, small settings (an embedded-atom student, 10 epochs) it runs in about a minute; ``--full``
 uses the default structure counts (about a thousand), the default EquiformerV3 student and a 15-minute
-training budget: the "3-element system in about 20 minutes" of docs/training.md. Rerunning with the same settings resumes; any teacher works the same way
-(``--teacher package.module:Class``).
+training budget: the "3-element system in about 20 minutes" of docs/training.md. Rerunning with the
+same settings resumes; any teacher works the same way (``--teacher package.module:Class``).
 """
 
 import argparse

@@ -28,7 +28,8 @@ def add_parser(subparsers) -> None:
                    help="structures of one kind (repeatable; then the kinds not named get none; md=N "
                         "trajectories run with the teacher). Default: "
                         + ", ".join(f"{k}={n}" for k, n in DEFAULT_COUNTS.items()))
-    p.add_argument("--seed", type=int, default=0, help="seed of the structures, split and training (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the structures, split and training (default 0)")
     p.add_argument("--student", default=DEFAULT_STUDENT,
                    help="a shipped model whose architecture the student takes, or a 'mlip train' YAML config "
                         "(default: %(default)s)")

@@ -38,7 +38,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 from mlip.io import atomic_write, read_json, read_yaml, write_json
 
@@ -127,8 +127,8 @@ def _check_settings(out_dir: Path, settings: Dict[str, Any]) -> bool:
                                 {k: v for k, v in settings.items() if k not in RESUMABLE_SETTINGS})
     if changed is not None:
         key, before, now = changed
-        raise ValueError(f"out_dir {str(out_dir)!r} was made with {key} = {before!r}, this run gives {now!r}: "
-                         f"use the same {key} to resume, or another out_dir")
+        raise ValueError(f"out_dir {str(out_dir)!r} was made with {key} = {before!r}, "
+                         f"this run gives {now!r}: use the same {key} to resume, or another out_dir")
     return True
 
 
@@ -201,8 +201,8 @@ def _train(config: Dict[str, Any], parts: Dict[str, Path], training_dir: Path, e
     from mlip.training import TrainConfig, train
     from mlip.training.trainer import CONFIG_NAME, STATE_NAME
 
-    data = {"train": str(parts["train"]), "valid": str(parts["valid"]) if _has_frames(parts["valid"]) else None,
-            "valid_fraction": 0.0}
+    valid = str(parts["valid"]) if _has_frames(parts["valid"]) else None
+    data = {"train": str(parts["train"]), "valid": valid, "valid_fraction": 0.0}
     base = {**config, "data": {**config.get("data", {}), **data}, "out_dir": str(training_dir)}
     if minutes is not None:
         base["max_minutes"] = float(minutes)
@@ -239,8 +239,10 @@ def _evaluate(student: Path, test: Path, teacher: str, dtype: str = "float64") -
 
     potential = load_potential(student).eval()
     samples = read_dataset(test, species=potential.species)
-    overall, groups = evaluate_groups(potential, samples, lambda s: str(s.atoms.info.get("config_type", "(none)")),
-                                      dtype=dtype)
+    def kind(sample) -> str:
+        return str(sample.atoms.info.get("config_type", "(none)"))
+
+    overall, groups = evaluate_groups(potential, samples, kind, dtype=dtype)
     return {"student": str(student), "teacher": teacher, "test": str(test), "n_test": len(samples),
             "units": "energy meV/atom, forces meV/Å, stress meV/Å³", **overall,
             "per_config_type": {name: {"n": n, **metrics} for name, (n, metrics) in groups.items()}}
@@ -285,8 +287,9 @@ def distill(elements: Sequence[str], teacher: str = "emt", out_dir: Union[str, P
     split_indices(0, fractions)  # the fractions' own errors, before anything is made
     lab = labeller(teacher, settings)
     config = student_config(student, elements)
-    record = _json_roundtrip({"elements": elements, "teacher": teacher, "teacher_settings": dict(settings or {}),
-                              "counts": counts, "seed": int(seed), "fractions": list(fractions),
+    record = _json_roundtrip({"elements": elements, "teacher": teacher,
+                              "teacher_settings": dict(settings or {}), "counts": counts, "seed": int(seed),
+                              "fractions": list(fractions),
                               "student": str(student), "student_config": config, "epochs": epochs,
                               "minutes": minutes})
     from mlip.training import TrainConfig
@@ -327,8 +330,8 @@ def distill(elements: Sequence[str], teacher: str = "emt", out_dir: Union[str, P
     if failed:
         write_json(labels_dir / "failures.json", {"failed": [{"id": i, "error": e} for i, e in failed]})
     if missing:
-        log(f"labels: {labelled_count} of {len(frames)} structures labelled by {lab.name}, {len(missing)} not yet "
-            "(other shards): rerun when they are done")
+        log(f"labels: {labelled_count} of {len(frames)} structures labelled by {lab.name}, "
+            f"{len(missing)} not yet (other shards): rerun when they are done")
         return None
     labelled = out_dir / LABELLED_NAME
     write_labelled(frames, labels_dir, labelled)
@@ -339,14 +342,17 @@ def distill(elements: Sequence[str], teacher: str = "emt", out_dir: Union[str, P
 
     parts, sizes = _write_parts(labelled, out_dir, part_of)
     if not sizes["train"] or not sizes["test"]:
-        raise RuntimeError(f"the teacher failed on every structure of the {'train' if not sizes['train'] else 'test'} "
+        empty = "train" if not sizes["train"] else "test"
+        raise RuntimeError(f"the teacher failed on every structure of the {empty} "
                            f"part (see {labels_dir / 'failures.json'})")
-    log("split: " + ", ".join(f"{name} {sizes[name]}" for name in PARTS) + f" -> {out_dir}/{{train,valid,test}}.xyz")
+    log("split: " + ", ".join(f"{name} {sizes[name]}" for name in PARTS)
+        + f" -> {out_dir}/{{train,valid,test}}.xyz")
 
     t0 = time.perf_counter()
     training_dir = out_dir / TRAINING_DIR
     config.setdefault("seed", int(seed))
-    result = _train(config, parts, training_dir, None if epochs is None else int(epochs), minutes, progress, log)
+    result = _train(config, parts, training_dir, None if epochs is None else int(epochs), minutes, progress,
+                    log)
     student_path = out_dir / STUDENT_NAME
     atomic_write(student_path, lambda tmp: shutil.copyfile(result.best, tmp))
     last = result.history[-1] if result.history else {}
@@ -360,8 +366,9 @@ def distill(elements: Sequence[str], teacher: str = "emt", out_dir: Union[str, P
     write_json(evaluation_path, evaluation)
     minutes_of["evaluation"] = (time.perf_counter() - t0) / 60
     log(f"evaluation: student vs teacher on {evaluation['n_test']} test structures: energy "
-        f"{evaluation['energy_mae_meV_per_atom']:.2f} meV/atom, forces {evaluation['forces_mae_meV_per_A']:.1f} "
-        f"meV/Å, stress {evaluation['stress_mae_meV_per_A3']:.2f} meV/Å³ (MAE) -> {evaluation_path}")
+        f"{evaluation['energy_mae_meV_per_atom']:.2f} meV/atom, "
+        f"forces {evaluation['forces_mae_meV_per_A']:.1f} meV/Å, "
+        f"stress {evaluation['stress_mae_meV_per_A3']:.2f} meV/Å³ (MAE) -> {evaluation_path}")
     return DistillResult(out_dir=out_dir, structures=structures_path, labelled=labelled, parts=parts,
                          training_dir=training_dir, student=student_path, evaluation_path=evaluation_path,
                          evaluation=evaluation, minutes=minutes_of)

@@ -39,9 +39,12 @@ def run(out_dir, student, **kwargs):
 def test_end_to_end_with_emt(tmp_path, student_yaml):
     out = tmp_path / "d"
     result, lines = run(out, student_yaml, epochs=2)
-    assert [line.split(":")[0] for line in lines] == ["structures", "labels", "split", "training", "evaluation"]
+    stages = [line.split(":")[0] for line in lines]
+    assert stages == ["structures", "labels", "split", "training", "evaluation"]
     # every stage's file, in the one folder
-    for path in (result.structures, result.labelled, *result.parts.values(), result.student, result.evaluation_path):
+    files = (result.structures, result.labelled, *result.parts.values(), result.student,
+             result.evaluation_path)
+    for path in files:
         assert path.parent == out and path.is_file()
     structures = ase.io.read(result.structures, ":")
     assert len(structures) == sum(COUNTS.values()) + len(ELEMENTS)
@@ -151,7 +154,8 @@ def test_three_elements_give_binary_and_ternary_alloys():
 def test_cli(tmp_path, student_yaml, capsys):
     out = tmp_path / "d"
     argv = ["distill", *ELEMENTS, "--teacher", "emt", "--out-dir", str(out), "--student", str(student_yaml),
-            "--epochs", "1", "--no-progress"] + [a for k, n in COUNTS.items() for a in ("--count", f"{k}={n}")]
+            "--epochs", "1", "--no-progress"]
+    argv += [a for k, n in COUNTS.items() for a in ("--count", f"{k}={n}")]
     assert main(argv) == 0
     stdout = capsys.readouterr().out.splitlines()
     stages = [line.split(":")[0] for line in stdout if not line.startswith("epoch ")]
