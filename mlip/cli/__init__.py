@@ -29,7 +29,8 @@ from typing import List, Optional
 from mlip.cli.common import EXIT_NOT_CONVERGED, PROG, CLIError
 
 # The subcommands in the order ``mlip --help`` lists them.
-SUBCOMMANDS = ("info", "create", "phonons", "kappa", "data", "train", "eval", "relax", "md", "discovery")
+SUBCOMMANDS = ("info", "create", "phonons", "kappa", "data", "train", "distill", "eval", "relax", "md",
+               "discovery")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,7 +9,8 @@ from typing import Optional, Sequence
 from mlip.cli.common import CLIError
 
 
-def _parse_setting(text: str):
+def parse_setting(text: str):
+    """argparse type of ``KEY=VALUE``: (KEY, VALUE read as YAML)."""
     import yaml
 
     key, sep, value = text.partition("=")
@@ -28,7 +29,7 @@ def build_parser(prog: str = "mlip data label") -> argparse.ArgumentParser:
     p.add_argument("--calculator", required=True,
                    help="emt, gpaw (the package's fixed PBE settings) or an ASE calculator class "
                         "'package.module:Class'")
-    p.add_argument("--setting", type=_parse_setting, action="append", metavar="KEY=VALUE", default=[],
+    p.add_argument("--setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
                    help="a calculator setting (repeatable): for gpaw an override of the dataset settings "
                         "(which makes a different dataset), for a class a keyword of its constructor")
     p.add_argument("--out-dir", required=True, help="folder of the per-structure results (resumable)")

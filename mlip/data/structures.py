@@ -168,8 +168,12 @@ class _Chemistry:
 
     def decorate(self, atoms, rng) -> None:
         """A random composition (every element at least once where the cell is large enough) on the
-        sites of ``atoms``, lengths rescaled to the composition's mean distance."""
+        sites of ``atoms``, lengths rescaled to the composition's mean distance. With three or more
+        elements the number of elements is drawn from 2 to all, so every binary subsystem is sampled
+        beside the full mixture."""
         n, k = len(atoms), min(len(self.elements), len(atoms))
+        if k > 2:
+            k = int(rng.integers(2, k + 1))
         symbols = self.pick(rng, k)
         fractions = rng.dirichlet(np.ones(k))
         counts = np.ones(k, dtype=int) + np.floor(fractions * (n - k)).astype(int)
