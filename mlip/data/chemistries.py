@@ -580,12 +580,13 @@ def summarize(frames: Sequence, elements: Optional[Sequence[str]] = None) -> Dic
         "atoms": int(sizes.sum()) if len(frames) else 0,
         "compositions": len({f.info["group"] for f in frames}),
         "frames_by_family": dict(Counter(f.info["family"] for f in frames).most_common()),
-        "compositions_by_family": {k: len(v) for k, v in sorted(by_family.items(), key=lambda kv: -len(kv[1]))},
+        "compositions_by_family": {k: len(v) for k, v in
+                                   sorted(by_family.items(), key=lambda kv: -len(kv[1]))},
         "frames_by_kind": dict(Counter(f.info["config_type"] for f in frames)),
         "prototypes": dict(Counter(f.info["prototype"] for f in frames
                                    if f.info["config_type"] == "crystal").most_common()),
-        "charge_balanced_share": float(np.mean([bool(f.info["charge_balanced"]) for f in frames
-                                                if f.info["family"] not in ("unary", "intermetallic")] or [0])),
+        "charge_balanced_share": float(np.mean([bool(f.info["charge_balanced"]) for f in frames if
+                                                f.info["family"] not in ("unary", "intermetallic")] or [0])),
         "elements": len(in_any),
         "elements_in_compounds": len(in_compounds),
         "atoms_per_frame": {"min": int(sizes.min()), "median": float(np.median(sizes)),
@@ -597,8 +598,8 @@ def summarize(frames: Sequence, elements: Optional[Sequence[str]] = None) -> Dic
     return out
 
 
-__all__ = ["CHARGE_BALANCED_SHARE", "CHGNET_ELEMENTS", "Composition", "DEFAULT_COMPOSITIONS", "DEFAULT_COUNTS",
-           "ElementSet", "FAMILY_ANIONS", "FAMILY_WEIGHTS", "KINDS", "MAX_ATOMS", "MIN_CONTACT_FRACTION",
-           "NONBONDING_FRACTION", "NON_METALS", "OXIDATION_STATES", "PROTOTYPES", "Prototype",
-           "UNARY_PROTOTYPES", "BondLengths", "bond_length", "compositions", "contact_ratio", "covalent_sum", "generate_chemistries",
-           "scale_to_contact", "summarize"]
+__all__ = ["BondLengths", "CHARGE_BALANCED_SHARE", "CHGNET_ELEMENTS", "Composition", "DEFAULT_COMPOSITIONS",
+           "DEFAULT_COUNTS", "ElementSet", "FAMILY_ANIONS", "FAMILY_WEIGHTS", "KINDS", "MAX_ATOMS",
+           "MIN_CONTACT_FRACTION", "NONBONDING_FRACTION", "NON_METALS", "OXIDATION_STATES", "PROTOTYPES",
+           "Prototype", "UNARY_PROTOTYPES", "bond_length", "compositions", "contact_ratio", "covalent_sum",
+           "generate_chemistries", "scale_to_contact", "summarize"]
