@@ -32,6 +32,8 @@ def build_parser(prog: str = "mlip data chemistries") -> argparse.ArgumentParser
                    help="frames of one kind per composition (repeatable; then the kinds not named get none; "
                         "md counts trajectories). Default: "
                         + ", ".join(f"{k}={n}" for k, n in DEFAULT_COUNTS.items()))
+    p.add_argument("--no-unaries", action="store_true",
+                   help="binaries and ternaries only (default: also the unaries of every element)")
     p.add_argument("--seed", type=int, default=0,
                    help="random seed (same seed → same structures; default 0)")
     p.add_argument("--md-calculator", default=None,
@@ -60,7 +62,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         calculator = labeller(args.md_calculator).make(None)
     t0 = time.perf_counter()
     frames = generate_chemistries(elements, args.compositions, dict(args.count) if args.count else None,
-                                  seed=args.seed, md_calculator=calculator, progress=not args.no_progress)
+                                  seed=args.seed, md_calculator=calculator, unaries=not args.no_unaries,
+                                  progress=not args.no_progress)
     minutes = (time.perf_counter() - t0) / 60
     write_extxyz(frames, args.output)
     stats = summarize(frames, elements)

@@ -496,9 +496,10 @@ def _variant_checked(kind, comp, base, rng, lengths, calculator, attempts: int =
 
 
 def compositions(elements: Sequence[str] = CHGNET_ELEMENTS, n_compositions: int = DEFAULT_COMPOSITIONS,
-                 seed: int = 0) -> List[Composition]:
-    """The unaries of ``elements`` (:data:`UNARY_PROTOTYPES` each) followed by ``n_compositions``
-    drawn binaries and ternaries; the c-th drawn one depends only on (seed, c, elements)."""
+                 seed: int = 0, unaries: bool = True) -> List[Composition]:
+    """The unaries of ``elements`` (:data:`UNARY_PROTOTYPES` each; none when ``unaries`` is false)
+    followed by ``n_compositions`` drawn binaries and ternaries; the c-th drawn one depends only on
+    (seed, c, elements)."""
     pools = ElementSet(elements)
     if int(n_compositions) < 0 or int(seed) < 0:
         raise ValueError("the number of compositions and the seed must be non-negative")
@@ -506,15 +507,15 @@ def compositions(elements: Sequence[str] = CHGNET_ELEMENTS, n_compositions: int 
         raise ValueError(f"no binary or ternary family can be made of {', '.join(pools.elements)} "
                          "(an intermetallic needs two metals, an ionic family an anion and a cation); "
                          "ask for 0 compositions to make unaries only")
-    unaries = [Composition("unary", p, (s,), False) for s in pools.elements for p in UNARY_PROTOTYPES]
+    ones = [Composition("unary", p, (s,), False) for s in pools.elements for p in UNARY_PROTOTYPES]
     drawn = [pools.draw(_rng(seed, 1, c)) for c in range(int(n_compositions))]
-    return unaries + drawn
+    return (ones if unaries else []) + drawn
 
 
 def generate_chemistries(elements: Sequence[str] = CHGNET_ELEMENTS,
                          n_compositions: int = DEFAULT_COMPOSITIONS,
                          counts: Optional[Dict[str, int]] = None, seed: int = 0, md_calculator=None,
-                         progress: bool = True) -> List:
+                         unaries: bool = True, progress: bool = True) -> List:
     """Unlabelled frames over many chemistries (see the module docstring).
 
     Args:
@@ -524,6 +525,7 @@ def generate_chemistries(elements: Sequence[str] = CHGNET_ELEMENTS,
             get none; ``md`` counts trajectories and needs ``md_calculator``).
         seed: the same seed (and elements) gives the same frames.
         md_calculator: the ASE calculator (the teacher) that runs the MD snapshots.
+        unaries: include the unaries (a unary's frames do not depend on this switch).
         progress: show a progress bar.
     Returns:
         ASE Atoms with ``info`` holding config_type, id, group, family, prototype, charge_balanced.
@@ -538,7 +540,7 @@ def generate_chemistries(elements: Sequence[str] = CHGNET_ELEMENTS,
         raise ValueError("counts must be non-negative")
     if counts.get("md", 0) and md_calculator is None:
         raise ValueError("md snapshots need a calculator to run the MD (or give md=0)")
-    comps = compositions(elements, n_compositions, seed)
+    comps = compositions(elements, n_compositions, seed, unaries)
     lengths = BondLengths(sorted(set(elements)))
     n_unary = len(comps) - int(n_compositions)
     frames = []
