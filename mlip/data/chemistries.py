@@ -99,6 +99,10 @@ OXIDATION_STATES: Dict[str, Tuple[int, ...]] = {
 #: elements that are not metals: never in an intermetallic, and bonded by covalent radii
 NON_METALS = frozenset("H He B C N O F Ne Si P S Cl Ar As Se Br Kr Te I Xe At Rn".split())
 
+#: elements whose solids are molecular (or atomic): their unaries are scaled by :func:`bond_length`'s rule
+#: for them, not to the bond of the molecule
+MOLECULAR = frozenset("H He N O F Cl Br I".split())
+
 UNARY_PROTOTYPES = ("fcc", "bcc", "hcp", "diamond")
 #: frames have at most this many atoms; most crystals have at most SMALL_ATOMS
 MAX_ATOMS = 64
@@ -235,8 +239,15 @@ def covalent_sum(a: str, b: str) -> float:
 
 def bond_length(a: str, b: str) -> float:
     """The bond length (Å) of a pair: for one element its nearest-neighbour distance in ASE's reference
-    crystal (:func:`mlip.data.structures.nearest_neighbor_distance`), for two metals the mean of theirs,
-    else the sum of the covalent radii."""
+    crystal (:func:`mlip.data.structures.nearest_neighbor_distance`) or, for the elements of
+    :data:`MOLECULAR` (whose solids are molecular), its covalent plus its van der Waals radius (between
+    the bond and the contact of two molecules); for two metals the mean of their nearest-neighbour
+    distances; else the sum of the covalent radii."""
+    if a == b and a in MOLECULAR:
+        from ase.data import atomic_numbers, covalent_radii, vdw_radii
+
+        z = atomic_numbers[a]
+        return float(covalent_radii[z] + vdw_radii[z])
     if a == b:
         return nearest_neighbor_distance(a)
     if a not in NON_METALS and b not in NON_METALS:
@@ -602,6 +613,6 @@ def summarize(frames: Sequence, elements: Optional[Sequence[str]] = None) -> Dic
 
 __all__ = ["BondLengths", "CHARGE_BALANCED_SHARE", "CHGNET_ELEMENTS", "Composition", "DEFAULT_COMPOSITIONS",
            "DEFAULT_COUNTS", "ElementSet", "FAMILY_ANIONS", "FAMILY_WEIGHTS", "KINDS", "MAX_ATOMS",
-           "MIN_CONTACT_FRACTION", "NONBONDING_FRACTION", "NON_METALS", "OXIDATION_STATES", "PROTOTYPES",
-           "Prototype", "UNARY_PROTOTYPES", "bond_length", "compositions", "contact_ratio", "covalent_sum",
-           "generate_chemistries", "scale_to_contact", "summarize"]
+           "MIN_CONTACT_FRACTION", "MOLECULAR", "NONBONDING_FRACTION", "NON_METALS", "OXIDATION_STATES",
+           "PROTOTYPES", "Prototype", "UNARY_PROTOTYPES", "bond_length", "compositions", "contact_ratio",
+           "covalent_sum", "generate_chemistries", "scale_to_contact", "summarize"]

@@ -66,6 +66,21 @@ def test_unary_prototypes_sit_at_the_elements_nearest_neighbour_distance(name):
     assert min_distance(atoms) == pytest.approx(nearest_neighbor_distance("Cu"), rel=1e-6)
 
 
+def test_no_unary_of_the_default_elements_collapses():
+    from ase.data import vdw_radii
+
+    from mlip.data.chemistries import MOLECULAR
+    from mlip.data.structures import min_distance
+
+    lengths = BondLengths(list(CHGNET_ELEMENTS))
+    for symbol in CHGNET_ELEMENTS:
+        d = min_distance(Composition("unary", "fcc", (symbol,), False).cell(lengths))
+        assert d >= 1.5, symbol  # solid hydrogen's is the shortest: r_cov + r_vdW = 1.51 Å
+        if symbol in MOLECULAR:
+            z = atomic_numbers[symbol]
+            assert d == pytest.approx(covalent_radii[z] + vdw_radii[z])
+
+
 def test_drawn_compositions_follow_the_families_and_balance_charges():
     comps = compositions(ELEMENTS, 300, seed=1)
     unaries = [c for c in comps if c.family == "unary"]
