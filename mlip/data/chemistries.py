@@ -25,10 +25,10 @@ Each composition then gives frames of the kinds of :data:`KINDS` (``crystal`` at
 ``strained``, ``rattled``, ``vacancy``, ``surface`` slabs, small ``cluster`` cut from the crystal,
 ``compressed`` dimers down to 0.6 × the covalent sum, and ``md`` snapshots at 300–2000 K with a given
 calculator, the teacher), :data:`DEFAULT_COUNTS` of each. Every frame carries ``config_type`` (its
-kind), a unique ``id``, ``group`` (the reduced composition, e.g. ``Al2O3``: ``mlip data split`` holds
-out whole compositions), ``family``, ``prototype`` and ``charge_balanced``. Frames have at most
-:data:`MAX_ATOMS` atoms, and no two atoms closer than :data:`MIN_CONTACT_FRACTION` of their bond
-length except in ``compressed`` frames.
+kind), a unique ``id``, ``group`` (the reduced composition, e.g. ``Al2O3``, or ``Cu1`` for a
+unary: ``mlip data split`` holds out whole compositions), ``family``, ``prototype`` and
+``charge_balanced``. Frames have at most :data:`MAX_ATOMS` atoms, and no two atoms closer than
+:data:`MIN_CONTACT_FRACTION` of the sum of their covalent radii except in ``compressed`` frames.
 
 Frame j of kind K of composition c depends only on (seed, c, K, j) and the element set: more
 compositions or more frames per kind extend a set without changing the frames already made.
@@ -317,10 +317,12 @@ class Composition:
 
     @property
     def formula(self) -> str:
+        """The reduced formula in ASE's ``metal`` order (``Al2O3``); a unary's carries its count
+        (``Cu1``, ``F1``), since extended XYZ reads a bare ``F`` as false."""
         from ase.formula import Formula
 
         if self.prototype in UNARY_PROTOTYPES:
-            return self.symbols[0]
+            return self.symbols[0] + "1"
         counts: Dict[str, int] = Counter()
         for s, n in zip(self.symbols, PROTOTYPES[self.prototype].counts):
             counts[s] += n
@@ -557,7 +559,7 @@ def generate_chemistries(elements: Sequence[str] = CHGNET_ELEMENTS,
     frames = []
     for c, comp in enumerate(tqdm(comps, desc="compositions", unit="composition", disable=not progress)):
         stream, index = (0, c) if c < n_unary else (1, c - n_unary)
-        tag = f"{'u' if stream == 0 else 'c'}{index:05d}-{comp.formula}"
+        tag = f"u{index:05d}-{comp.symbols[0]}" if stream == 0 else f"c{index:05d}-{comp.formula}"
         base = comp.cell(lengths)
         for kind in KINDS:
             for j in range(int(counts.get(kind, 0))):

@@ -130,10 +130,11 @@ def test_frames_carry_kind_id_group_family_and_prototype(frames):
         group = Formula(info["group"]).count()
         assert set(f.get_chemical_symbols()) <= set(group), (info["id"], info["group"])
         if info["config_type"] in ("crystal", "strained", "rattled"):  # whole cells keep the composition
-            assert Formula(f.get_chemical_formula()).reduce()[0].format("metal") == info["group"]
+            reduced = Formula(f.get_chemical_formula()).reduce()[0].format("metal")
+            assert reduced + ("1" if info["family"] == "unary" else "") == info["group"]
             assert info["prototype"] in set(PROTOTYPES) | set(UNARY_PROTOTYPES)
         if info["family"] == "unary":
-            assert info["group"] in UNARY_ELEMENTS
+            assert info["group"][:-1] in UNARY_ELEMENTS and info["group"].endswith("1")
         elif info["family"] != "intermetallic":
             assert set(FAMILY_ANIONS[info["family"]]) & set(group)
         assert len(f) <= MAX_ATOMS
@@ -216,4 +217,8 @@ def test_cli_writes_the_frames_and_prints_the_statistics(tmp_path, capsys):
     assert f"wrote {len(frames)} structures" in printed and "families (compositions / frames)" in printed
     assert {f.info["config_type"] for f in frames} == {"crystal", "surface"}
     assert all({"group", "family", "prototype", "id"} <= set(f.info) for f in frames)
+    assert all(isinstance(f.info["group"], str) for f in frames)
+    assert main(argv[:3] + ["F", "Li", "-o", str(tmp_path / "f.xyz"), "--compositions", "0", "--count",
+                            "crystal=1"]) == 0
+    assert {f.info["group"] for f in read(tmp_path / "f.xyz", ":")} == {"F1", "Li1"}  # not False
     assert main(argv) == 2  # the file exists
