@@ -17,9 +17,11 @@ The lattice of a prototype is set by a contact rule (:func:`bond_length`, :func:
 the cell is the smallest at which every bonding pair (cation–anion in a compound with an anion; every
 pair in an intermetallic or unary) is at least its bond length apart and every other pair at least
 :data:`NONBONDING_FRACTION` of its bond length. Bond lengths are sums of ASE's covalent radii for any
-pair with a non-metal, and the mean of the two elements' nearest-neighbour distances in ASE's
-reference crystals (:func:`mlip.data.structures.nearest_neighbor_distance`) for two metals, because
-covalent radii make metallic bonds too short (most for the alkali and alkaline-earth metals).
+pair with a non-metal (hydrogen bonded to a metal: :data:`HYDRIDE_RADIUS`), and the mean of the two
+elements' nearest-neighbour distances in ASE's reference crystals
+(:func:`mlip.data.structures.nearest_neighbor_distance`) for two metals, because covalent radii make
+metallic bonds too short (most for the alkali and alkaline-earth metals). Hydrides take metal cations
+only.
 
 Each composition then gives frames of the kinds of :data:`KINDS` (``crystal`` at ±8 % volume,
 ``strained``, ``rattled``, ``vacancy``, ``surface`` slabs, small ``cluster`` cut from the crystal,
@@ -102,6 +104,11 @@ NON_METALS = frozenset("H He B C N O F Ne Si P S Cl Ar As Se Br Kr Te I Xe At Rn
 #: elements whose solids are molecular (or atomic): their unaries are scaled by :func:`bond_length`'s rule
 #: for them, not to the bond of the molecule
 MOLECULAR = frozenset("H He N O F Cl Br I".split())
+
+#: the radius (Å) of hydrogen bonded to a metal, between its covalent (0.31) and ionic (about 1.4) radii:
+#: with ASE's covalent radius of the metal it gives LiH, NaH and KH their bond lengths within 3 %, where
+#: the covalent radius makes them 20 % short (and metal hydride cells far too dense)
+HYDRIDE_RADIUS = 0.75
 
 UNARY_PROTOTYPES = ("fcc", "bcc", "hcp", "diamond")
 #: frames have at most this many atoms; most crystals have at most SMALL_ATOMS
@@ -242,7 +249,8 @@ def bond_length(a: str, b: str) -> float:
     crystal (:func:`mlip.data.structures.nearest_neighbor_distance`) or, for the elements of
     :data:`MOLECULAR` (whose solids are molecular), its covalent plus its van der Waals radius (between
     the bond and the contact of two molecules); for two metals the mean of their nearest-neighbour
-    distances; else the sum of the covalent radii."""
+    distances; for a metal and hydrogen the metal's covalent radius plus :data:`HYDRIDE_RADIUS`; else the
+    sum of the covalent radii."""
     if a == b and a in MOLECULAR:
         from ase.data import atomic_numbers, covalent_radii, vdw_radii
 
@@ -252,6 +260,10 @@ def bond_length(a: str, b: str) -> float:
         return nearest_neighbor_distance(a)
     if a not in NON_METALS and b not in NON_METALS:
         return 0.5 * (nearest_neighbor_distance(a) + nearest_neighbor_distance(b))
+    if "H" in (a, b) and (a not in NON_METALS or b not in NON_METALS):  # a metal hydride
+        from ase.data import atomic_numbers, covalent_radii
+
+        return float(covalent_radii[atomic_numbers[b if a == "H" else a]] + HYDRIDE_RADIUS)
     return covalent_sum(a, b)
 
 
@@ -362,7 +374,8 @@ class ElementSet:
             if family == "intermetallic":
                 if len(self.metals) >= 2:
                     self.families[family] = weight
-            elif any(x in elements and [c for c in self.cations if c != x] for x in FAMILY_ANIONS[family]):
+            elif any(x in elements and [c for c in (self.metals if family == "hydride" else self.cations)
+                                        if c != x and c in OXIDATION_STATES] for x in FAMILY_ANIONS[family]):
                 self.families[family] = weight
 
     def draw(self, rng) -> Composition:
@@ -379,7 +392,7 @@ class ElementSet:
             return Composition(family, proto.name, tuple(metals), False)
         anions = [x for x in FAMILY_ANIONS[family] if x in self.elements]
         anion = anions[int(rng.integers(len(anions)))]
-        cations = [c for c in self.cations if c != anion]
+        cations = [c for c in self.cations if c != anion and (family != "hydride" or c in self.metals)]
         n = 2 if ternary and len(cations) >= 2 else 1
         chosen = [cations[i] for i in rng.choice(len(cations), size=n, replace=False)]
         options = [p for p in PROTOTYPES.values() if p.kind == "ionic" and len(p.counts) == n + 1]
@@ -614,7 +627,7 @@ def summarize(frames: Sequence, elements: Optional[Sequence[str]] = None) -> Dic
 
 
 __all__ = ["BondLengths", "CHARGE_BALANCED_SHARE", "CHGNET_ELEMENTS", "Composition", "DEFAULT_COMPOSITIONS",
-           "DEFAULT_COUNTS", "ElementSet", "FAMILY_ANIONS", "FAMILY_WEIGHTS", "KINDS", "MAX_ATOMS",
-           "MIN_CONTACT_FRACTION", "MOLECULAR", "NONBONDING_FRACTION", "NON_METALS", "OXIDATION_STATES",
-           "PROTOTYPES", "Prototype", "UNARY_PROTOTYPES", "bond_length", "compositions", "contact_ratio",
-           "covalent_sum", "generate_chemistries", "scale_to_contact", "summarize"]
+           "DEFAULT_COUNTS", "ElementSet", "FAMILY_ANIONS", "FAMILY_WEIGHTS", "HYDRIDE_RADIUS", "KINDS",
+           "MAX_ATOMS", "MIN_CONTACT_FRACTION", "MOLECULAR", "NONBONDING_FRACTION", "NON_METALS",
+           "OXIDATION_STATES", "PROTOTYPES", "Prototype", "UNARY_PROTOTYPES", "bond_length", "compositions",
+           "contact_ratio", "covalent_sum", "generate_chemistries", "scale_to_contact", "summarize"]

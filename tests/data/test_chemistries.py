@@ -14,8 +14,9 @@ from ase.neighborlist import neighbor_list
 
 from mlip.cli import main
 from mlip.data.chemistries import (CHGNET_ELEMENTS, FAMILY_ANIONS, FAMILY_WEIGHTS, KINDS, MAX_ATOMS,
-                                   MIN_CONTACT_FRACTION, OXIDATION_STATES, PROTOTYPES, UNARY_PROTOTYPES,
-                                   BondLengths, Composition, compositions, generate_chemistries, summarize)
+                                   MIN_CONTACT_FRACTION, NON_METALS, OXIDATION_STATES, PROTOTYPES,
+                                   UNARY_PROTOTYPES, BondLengths, Composition, compositions, generate_chemistries,
+                                   summarize)
 
 # a small set with every family: anions of each, alkali/alkaline-earth/transition/post-transition metals
 ELEMENTS = ["H", "Li", "B", "C", "N", "O", "F", "Na", "Mg", "Al", "Si", "P", "S", "Cl", "Ti", "Fe", "Cu",
@@ -98,6 +99,8 @@ def test_drawn_compositions_follow_the_families_and_balance_charges():
             continue
         anion = c.symbols[-1]
         assert c.anions == (anion,) and anion in FAMILY_ANIONS[c.family]
+        if c.family == "hydride":  # metal hydrides only
+            assert not set(c.symbols[:-1]) & NON_METALS
         if c.charge_balanced:  # some oxidation states of the cations balance the anions
             from itertools import product
 
