@@ -15,8 +15,8 @@ from ase.neighborlist import neighbor_list
 from mlip.cli import main
 from mlip.data.chemistries import (CHGNET_ELEMENTS, FAMILY_ANIONS, FAMILY_WEIGHTS, KINDS, MAX_ATOMS,
                                    MIN_CONTACT_FRACTION, NON_METALS, OXIDATION_STATES, PROTOTYPES,
-                                   UNARY_PROTOTYPES, BondLengths, Composition, compositions, generate_chemistries,
-                                   summarize)
+                                   UNARY_PROTOTYPES, BondLengths, Composition, compositions,
+                                   generate_chemistries, summarize)
 
 # a small set with every family: anions of each, alkali/alkaline-earth/transition/post-transition metals
 ELEMENTS = ["H", "Li", "B", "C", "N", "O", "F", "Na", "Mg", "Al", "Si", "P", "S", "Cl", "Ti", "Fe", "Cu",
