@@ -27,7 +27,8 @@ def build_parser(prog: str = "mlip data label") -> argparse.ArgumentParser:
         "GPAW runs in parallel as 'mpiexec -n 2 gpaw python -m mlip data label ...'.")
     p.add_argument("input", help="structures to label (e.g. from 'mlip data structures')")
     p.add_argument("--calculator", required=True,
-                   help="emt, gpaw (the package's fixed PBE settings) or an ASE calculator class "
+                   help="emt, gpaw (the package's fixed PBE settings), chgnet (the CHGNet 0.3.0 "
+                        "teacher: pip install 'mlip-torch[teacher]') or an ASE calculator class "
                         "'package.module:Class'")
     p.add_argument("--setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
                    help="a calculator setting (repeatable): for gpaw an override of the dataset settings "

@@ -64,7 +64,7 @@ def _rng(seed: int, kind: str, k: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), KINDS.index(kind), int(k)])
 
 
-def _min_distance(atoms) -> float:
+def min_distance(atoms) -> float:
     """Shortest interatomic distance, periodic images included (inf for one atom alone)."""
     from ase.neighborlist import neighbor_list
 
@@ -76,7 +76,7 @@ def _min_distance(atoms) -> float:
 
 def _scale_to(atoms, distance: float) -> None:
     """Scale the cell (atoms follow) so that the shortest distance becomes ``distance``."""
-    atoms.set_cell(atoms.cell * (distance / _min_distance(atoms)), scale_atoms=True)
+    atoms.set_cell(atoms.cell * (distance / min_distance(atoms)), scale_atoms=True)
 
 
 def prototype_cell(name: str, symbols: Sequence[str]):
@@ -107,7 +107,7 @@ def prototype_cell(name: str, symbols: Sequence[str]):
     raise ValueError(f"unknown prototype {name!r}")
 
 
-def _repeat_to(atoms, rng, lo: int, hi: int):
+def repeat_to(atoms, rng, lo: int, hi: int):
     """A diagonal repetition with lo ≤ atoms ≤ hi (atom counts drawn uniformly among those reachable)
     whose cell lengths stay within a factor 2.5 of each other; the cell itself when none fits."""
     lengths = atoms.cell.lengths()
@@ -162,7 +162,7 @@ class _Chemistry:
         name = names[int(rng.integers(len(names)))]
         atoms = prototype_cell(name, symbols)
         _scale_to(atoms, self.mean_distance(symbols) * (1 + rng.uniform(-0.08, 0.08)) ** (1 / 3))
-        atoms = _repeat_to(atoms, rng, lo, hi)
+        atoms = repeat_to(atoms, rng, lo, hi)
         atoms.info["prototype"] = name
         return atoms
 
@@ -208,7 +208,7 @@ def _periodic_distance(a: np.ndarray, b: np.ndarray, edge: float) -> float:
     return float(np.linalg.norm(delta))
 
 
-def _strain(atoms, rng, volume: float = 0.08, shear: float = 0.06) -> None:
+def strain(atoms, rng, volume: float = 0.08, shear: float = 0.06) -> None:
     """Deform the cell by F = s(I + ε): s³ within ±``volume`` of 1, ε symmetric and traceless-ish
     with off-diagonal and deviatoric components within ±``shear``."""
     eps = rng.uniform(-shear, shear, size=(3, 3))
@@ -262,7 +262,7 @@ def _build(kind: str, chem: _Chemistry, rng, k: int, md_calculator) -> List:
         return [atoms]
     if kind == "strained":
         atoms = chem.crystal(rng)
-        _strain(atoms, rng)
+        strain(atoms, rng)
         atoms.rattle(rng.uniform(0.0, 0.05), seed=int(rng.integers(2**31)))
         return [atoms]
     if kind == "rattled":
@@ -331,7 +331,7 @@ def _build_checked(kind: str, chem: _Chemistry, rng, k: int, md_calculator, atte
     for _ in range(attempts):
         frames = _build(kind, chem, rng, k, md_calculator)
         if kind == "compressed" or all(
-                _min_distance(f) >= MIN_DISTANCE_FRACTION * min(chem.distance[s] for s in set(f.symbols))
+                min_distance(f) >= MIN_DISTANCE_FRACTION * min(chem.distance[s] for s in set(f.symbols))
                 for f in frames):
             return frames
     raise RuntimeError(f"no {kind} structure without overlapping atoms in {attempts} draws")
@@ -343,13 +343,20 @@ MD_SNAPSHOTS, MD_EQUILIBRATION, MD_INTERVAL, MD_TIMESTEP_FS = 4, 40, 20, 1.0
 
 def _md_snapshots(chem: _Chemistry, rng, calculator) -> List:
     """Snapshots of a Langevin run (300–2000 K) of a crystal with ``calculator``."""
+    return md_snapshots(chem.crystal(rng, lo=4), rng, calculator)
+
+
+def md_snapshots(atoms, rng, calculator) -> List:
+    """:data:`MD_SNAPSHOTS` snapshots of a Langevin run of a copy of ``atoms`` with ``calculator`` at a
+    temperature drawn from 300–2000 K (``rng``: a numpy Generator); each snapshot keeps the
+    ``prototype`` of ``atoms.info`` and records ``temperature_K``."""
     from ase import units
     from ase.constraints import FixCom
     from ase.md import velocitydistribution
     from ase.md.langevin import Langevin
 
-    atoms = chem.crystal(rng, lo=4)
-    name = atoms.info["prototype"]
+    name = atoms.info.get("prototype", "md")
+    atoms = atoms.copy()
     atoms.calc = calculator
     temperature = float(rng.uniform(300, 2000))
     thermalize = getattr(velocitydistribution, "thermalize_momenta", None)  # ASE >= 3.29
@@ -418,4 +425,4 @@ def generate_structures(elements: Sequence[str], counts: Optional[Dict[str, int]
 
 
 __all__ = ["DEFAULT_COUNTS", "ELEMENT_PROTOTYPES", "KINDS", "PAIR_PROTOTYPES", "generate_structures",
-           "nearest_neighbor_distance", "prototype_cell"]
+           "md_snapshots", "min_distance", "nearest_neighbor_distance", "prototype_cell", "repeat_to", "strain"]

@@ -16,6 +16,11 @@ The calculator is named by a :class:`Labeller`:
   (:data:`GPAW_PBE_SETTINGS`: PBE, plane waves, Γ-centred Monkhorst–Pack with a fixed k-point
   density, Fermi–Dirac smearing, tight SCF); run it under MPI as ``mpiexec -n 2 gpaw python -m mlip
   data label ...``: every rank computes, rank 0 writes;
+* ``chgnet``: the CHGNet 0.3.0 foundation potential shipped in ``chgnet`` (extra ``teacher``), a
+  teacher for distillation: its labels imitate the Materials Project's PBE/PBE+U energies with the
+  MP2020 corrections (:data:`CHGNET_LABEL_NOTE`, written into every frame as ``label_note``); the
+  energy is the cell's total energy in eV (CHGNet predicts eV/atom, its ASE calculator multiplies by
+  the number of atoms);
 * ``package.module:Class``: any ASE calculator class, created with keyword ``settings``.
 
 The energy label is the force-consistent (free) energy where the calculator has one, so that
@@ -50,6 +55,13 @@ GPAW_PBE_SETTINGS: Dict[str, Any] = {
     "convergence_energy_eV_per_electron": 1e-6,
     "convergence_forces_eV_per_A": 1e-4,
 }
+
+#: the settings of ``chgnet`` labels: the model shipped in the chgnet wheel, on the CPU, isolated atoms
+#: (no neighbour within the cutoff) labelled by the model's per-element reference energy
+CHGNET_SETTINGS: Dict[str, Any] = {"model": "0.3.0", "use_device": "cpu", "on_isolated_atoms": "ignore"}
+#: what ``chgnet`` labels are, written into every labelled frame
+CHGNET_LABEL_NOTE = ("CHGNet 0.3.0 predictions (a model trained on MPtrj: PBE and PBE+U of the Materials "
+                     "Project with the MP2020 energy corrections), not DFT; energy: total eV per cell")
 
 #: per-frame keys of the labels in the files :func:`write_labelled` writes
 LABEL_KEYS = {"energy": "REF_energy", "forces": "REF_forces", "stress": "REF_stress"}
@@ -100,11 +112,15 @@ class Labeller:
     version: str
     settings: Dict[str, Any]
     make: Callable[[Any], Any] = field(repr=False)
+    note: str = ""  #: what the labels are (e.g. a teacher's, not DFT): ``label_note`` in every frame
 
     @property
     def provenance(self) -> Dict[str, Any]:
-        return {"calculator": self.name, "calculator_version": self.version,
-                "calculator_settings": json.dumps(self.settings, sort_keys=True)}
+        out = {"calculator": self.name, "calculator_version": self.version,
+               "calculator_settings": json.dumps(self.settings, sort_keys=True)}
+        if self.note:
+            out["label_note"] = self.note
+        return out
 
     @property
     def is_writer(self) -> bool:
@@ -126,10 +142,37 @@ def _version(module: str) -> str:
         return str(getattr(importlib.import_module(module), "__version__", "unknown"))
 
 
+def _chgnet_labeller(settings: Dict[str, Any]) -> Labeller:
+    """CHGNet, loaded once (offline, from the wheel) and shared by every structure of the run."""
+    from mlip.extras import require
+
+    unknown = sorted(set(settings) - set(CHGNET_SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown chgnet setting(s) {', '.join(unknown)}; "
+                         f"accepted: {', '.join(CHGNET_SETTINGS)}")
+    require("chgnet", "teacher", "labelling with CHGNet")
+    full = {**CHGNET_SETTINGS, **settings}
+    shared: List[Any] = []
+
+    def make(atoms):
+        if not shared:
+            from chgnet.model import CHGNet
+            from chgnet.model.dynamics import CHGNetCalculator
+
+            model = CHGNet.load(model_name=str(full["model"]), use_device=full["use_device"], verbose=False)
+            shared.append(CHGNetCalculator(model, use_device=full["use_device"],
+                                           on_isolated_atoms=full["on_isolated_atoms"]))
+        return shared[0]
+
+    return Labeller("chgnet", _version("chgnet"), full, make,
+                    note=CHGNET_LABEL_NOTE.replace("0.3.0", str(full["model"])))
+
+
 def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
-    """The :class:`Labeller` named by ``spec`` (``emt``, ``gpaw`` or ``package.module:Class``), with
-    keyword ``settings`` (for ``gpaw``: overrides of :data:`GPAW_PBE_SETTINGS`; for a class: its
-    constructor's keywords). ValueError naming the problem for an unknown name or setting."""
+    """The :class:`Labeller` named by ``spec`` (``emt``, ``gpaw``, ``chgnet`` or ``package.module:Class``),
+    with keyword ``settings`` (for ``gpaw``: overrides of :data:`GPAW_PBE_SETTINGS`; for ``chgnet``: of
+    :data:`CHGNET_SETTINGS`; for a class: its constructor's keywords). ValueError naming the problem for
+    an unknown name or setting; :class:`mlip.extras.MissingExtraError` when the package is missing."""
     settings = dict(settings or {})
     if spec == "emt":
         if settings:
@@ -147,6 +190,8 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
         require("gpaw", "dft", "labelling with GPAW")
         full = {**GPAW_PBE_SETTINGS, **settings}
         return Labeller("gpaw", _version("gpaw"), full, lambda atoms: _gpaw_calculator(atoms, full))
+    if spec == "chgnet":
+        return _chgnet_labeller(settings)
     if spec.count(":") == 1 and all(spec.split(":")):
         module_name, attr = spec.split(":")
         try:
@@ -161,7 +206,7 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
         except TypeError as err:
             raise ValueError(f"calculator {spec!r} does not accept the settings {settings}: {err}") from None
         return Labeller(spec, _version(module_name.split(".")[0]), settings, lambda atoms: cls(**settings))
-    raise ValueError(f"unknown calculator {spec!r}: give emt, gpaw or an ASE calculator class as "
+    raise ValueError(f"unknown calculator {spec!r}: give emt, gpaw, chgnet or an ASE calculator class as "
                      "'package.module:Class'")
 
 
@@ -256,7 +301,8 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
                    ) -> Tuple[int, List[Tuple[str, str]], List[str]]:
     """Write the labelled ``structures`` (those with a result in ``out_dir``) to the extxyz file
     ``path``, atomically, in the order given: labels under :data:`LABEL_KEYS`, provenance
-    (``calculator``, ``calculator_version``, ``calculator_settings``, ``label_wall_time_s``) and the
+    (``calculator``, ``calculator_version``, ``calculator_settings``, ``label_note`` where the labeller
+    has one, ``label_wall_time_s``) and the
     structure's own info in each frame. Returns (frames written, [(id, error)] of failed structures,
     [ids] not labelled yet)."""
     from ase.io import write
@@ -283,11 +329,14 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
             frame.info[LABEL_KEYS["stress"]] = np.asarray(record["stress"], dtype=float)
         for key in ("calculator", "calculator_version", "calculator_settings"):
             frame.info[key] = record[key]
+        if "label_note" in record:
+            frame.info["label_note"] = record["label_note"]
         frame.info["label_wall_time_s"] = float(record.get("wall_time_s", float("nan")))
         frames.append(frame)
     atomic_write(path, lambda tmp: write(tmp, frames, format="extxyz"))
     return len(frames), failed, missing
 
 
-__all__ = ["GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller", "kpoint_mesh", "label_atoms", "label_structures",
-           "labeller", "labelling_status", "interleaved", "result_id", "structure_id", "write_labelled"]
+__all__ = ["CHGNET_LABEL_NOTE", "CHGNET_SETTINGS", "GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller", "kpoint_mesh",
+           "label_atoms", "label_structures", "labeller", "labelling_status", "interleaved", "result_id",
+           "structure_id", "write_labelled"]
