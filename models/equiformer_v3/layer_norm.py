@@ -38,7 +38,8 @@ class MergedLayerNorm(DerivedConstants):
         e0 = self.scalar_row.to(dtype)
         x = x - x[:, :1, :].mean(dim=-1, keepdim=True) * e0
         var = ((x * x).mean(dim=-1) * self.component_weight.to(dtype)).sum(dim=-1)  # [N]
-        y = x * torch.rsqrt(var + self.eps)[:, None, None] * self.weight.index_select(0, self.degree).to(dtype)
+        weight = self.weight.index_select(0, self.degree).to(dtype)
+        y = x * torch.rsqrt(var + self.eps)[:, None, None] * weight
         y = y + e0 * self.bias.to(dtype)
         return y if dtype == in_dtype else y.to(in_dtype)
 

@@ -56,7 +56,8 @@ class GroupLinear(nn.Module):
         kernel = self.kernel
         if torch.compiler.is_compiling() or (kernel.requires_grad and torch.is_grad_enabled()):
             return self.assemble_dense_weight()
-        key = (id(kernel), kernel.data_ptr(), kernel._version, kernel.dtype, kernel.device, self.index.data_ptr())
+        key = (id(kernel), kernel.data_ptr(), kernel._version, kernel.dtype, kernel.device,
+               self.index.data_ptr())
         cached = self.__dict__.get("_dense_cache")
         if cached is None or cached[0] != key:
             cached = (key, self.assemble_dense_weight().detach())
