@@ -119,7 +119,23 @@ class Potential(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def species_index(self, numbers: torch.Tensor) -> torch.Tensor:
-        """Map atomic numbers [n_atoms] to embedding indices; ValueError for unsupported elements."""
+        """Map atomic numbers [n_atoms] to embedding indices; ValueError for unsupported elements.
+
+        The result for the last ``numbers`` tensor is kept while neither it nor the species table has
+        changed (a calculator passes the same tensor on every call for one structure): the checks
+        and the lookup then cost no operation. Callers must not modify the returned tensor."""
+        table = self.species_table
+        key = (numbers._version, id(table), table._version, table.data_ptr())
+        cached = self.__dict__.get("_species_cache")
+        if cached is not None and cached[0] is numbers and cached[1] == key:
+            return cached[2]
+        idx = self.lookup_species(numbers)
+        # the cache holds ``numbers`` itself, so its id cannot be reused by another tensor meanwhile
+        self.__dict__["_species_cache"] = (numbers, key, idx)
+        return idx
+
+    def lookup_species(self, numbers: torch.Tensor) -> torch.Tensor:
+        """:meth:`species_index` computed afresh (checks and lookup)."""
         if numbers.numel() and (int(numbers.min()) < 0 or int(numbers.max()) >= MAX_Z):
             raise ValueError(f"invalid atomic numbers {sorted(set(numbers.tolist()))}")
         idx = self.species_table[numbers]

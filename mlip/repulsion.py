@@ -74,6 +74,9 @@ class ZBLRepulsion(DerivedConstants):
         self.register_constant("z", torch.tensor(numbers, dtype=torch.float64))
         self.register_constant("radii",
                                torch.tensor([covalent_radii[z] for z in numbers], dtype=torch.float64))
+        #: squared distance (Å²) beyond which no pair of the potential's elements feels the term, with a
+        #: margin for rounding: the CPU path skips the term when every edge is at least this long
+        self.skip_beyond_sq = (1.01 * self.max_range()) ** 2
 
     def max_range(self) -> float:
         """The largest distance (Å) at which any pair of the potential's elements still feels the term."""
@@ -87,6 +90,13 @@ class ZBLRepulsion(DerivedConstants):
         """species [N] (indices into the potential's elements), edge_index [2, E] (i ← j, every pair in
         both directions), vectors [E, 3] → per-atom energies [N] (eV)."""
         dtype = vectors.dtype
+        if vectors.device.type == "cpu" and not torch.compiler.is_compiling() and (
+                vectors.shape[0] == 0 or bool((vectors.detach() * vectors.detach()).sum(-1).min()
+                                              >= self.skip_beyond_sq)):
+            # No pair within reach (structures near equilibrium): the energies and their gradient
+            # are exact zeros either way, so skip the ~200 operations of the full path. On a GPU the
+            # test would wait for the device, so the full (branch-free) path runs there.
+            return vectors.new_zeros(species.shape[0])
         length = safe_length((vectors * vectors).sum(-1))
         si, sj = species.index_select(0, edge_index[0]), species.index_select(0, edge_index[1])
         radii = self.radii.to(dtype)

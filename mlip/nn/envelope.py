@@ -30,12 +30,16 @@ class PolynomialEnvelope(nn.Module):
         near the cutoff by a large factor.
         """
         d = r / self.cutoff
-        poly = torch.full_like(d, (self.p * (self.p + 1)) / 2.0)
-        for k in range(self.p - 2, -1, -1):
+        # Horner's scheme, the leading coefficient multiplied in first (c·d, not a tensor of c times d:
+        # the same numbers, one operation fewer)
+        poly = d * ((self.p * (self.p + 1)) / 2.0) + (self.p - 1) * self.p / 2.0 if self.p > 1 else None
+        if poly is None:
+            poly = torch.full_like(d, (self.p * (self.p + 1)) / 2.0)
+        for k in range(self.p - 3, -1, -1):
             poly = poly * d + (k + 1) * (k + 2) / 2.0
         one_minus = 1.0 - d
         env = one_minus * one_minus * one_minus * poly
-        return torch.where(d < 1.0, env, torch.zeros_like(env))
+        return torch.where(d < 1.0, env, 0.0)
 
     def extra_repr(self) -> str:
         return f"cutoff={self.cutoff}, exponent={self.p}"

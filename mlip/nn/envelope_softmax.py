@@ -22,8 +22,7 @@ def envelope_exp(logits: torch.Tensor, envelope: torch.Tensor, index: torch.Tens
     """
     env = envelope.reshape(envelope.shape + (1,) * (logits.dim() - envelope.dim()))
     positive = env > 0
-    shifted = logits + torch.log(torch.where(positive, env, torch.ones_like(env)))
-    minus_inf = torch.full_like(shifted, float("-inf"))
-    m = scatter_max(torch.where(positive, shifted, minus_inf).detach(), index, num_nodes)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    return torch.exp(torch.where(positive, shifted - m.index_select(0, index), minus_inf))
+    shifted = logits + torch.log(torch.where(positive, env, 1.0))
+    m = scatter_max(torch.where(positive, shifted, float("-inf")).detach(), index, num_nodes)
+    m = torch.where(torch.isfinite(m), m, 0.0)
+    return torch.exp(torch.where(positive, shifted - m.index_select(0, index), float("-inf")))

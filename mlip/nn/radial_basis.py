@@ -27,7 +27,7 @@ class BesselBasis(DerivedConstants):
         """r [...] → [..., num_basis]."""
         x = r.unsqueeze(-1) * self.freqs.to(r.dtype)
         small = x.abs() < 1e-6
-        safe_r = torch.where(r.unsqueeze(-1).abs() < 1e-12, torch.ones_like(x), r.unsqueeze(-1).expand_as(x))
+        safe_r = torch.where(r.unsqueeze(-1).abs() < 1e-12, 1.0, r.unsqueeze(-1))  # broadcasts to x's shape
         val = torch.where(small, self.freqs.to(r.dtype).expand_as(x), torch.sin(x) / safe_r)
         return val * math.sqrt(2.0 / self.cutoff)
 

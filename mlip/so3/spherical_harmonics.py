@@ -62,19 +62,21 @@ def spherical_harmonics(
     xs, ys, zs = vectors[..., 2], vectors[..., 0], vectors[..., 1]
     r2 = xs * xs + ys * ys + zs * zs if not normalize else None
 
-    # Re/Im of (x' + i y')^m, m = 0 … lmax.
-    re = [torch.ones_like(xs)]
-    im = [torch.zeros_like(xs)]
-    for m in range(1, lmax + 1):
+    # Re/Im of (x' + i y')^m, m = 0 … lmax. The constants (re⁰ = 1, the P̄_m^m below) are kept as Python
+    # numbers rather than tensors: multiplying by them gives the same values (they are integers, exact in
+    # every floating type) in fewer operations, which small structures pay for per edge-frame call.
+    re = [1.0, xs]
+    im = [0.0, ys]
+    for m in range(2, lmax + 1):
         re.append(re[m - 1] * xs - im[m - 1] * ys)
         im.append(re[m - 1] * ys + im[m - 1] * xs)
 
     # P̄_l^m(z'), homogeneous of degree l − m (the r² factor is 1 for unit vectors).
     legendre = {}
     for m in range(lmax + 1):
-        legendre[(m, m)] = torch.full_like(zs, float(math.prod(range(1, 2 * m, 2))))
+        legendre[(m, m)] = float(math.prod(range(1, 2 * m, 2)))
         if m + 1 <= lmax:
-            legendre[(m + 1, m)] = (2 * m + 1) * zs * legendre[(m, m)]
+            legendre[(m + 1, m)] = (2 * m + 1) * zs * legendre[(m, m)] if m > 1 else (2 * m + 1) * zs
         for l in range(m + 2, lmax + 1):
             prev2 = legendre[(l - 2, m)] if r2 is None else r2 * legendre[(l - 2, m)]
             legendre[(l, m)] = ((2 * l - 1) * zs * legendre[(l - 1, m)] - (l + m - 1) * prev2) / (l - m)
@@ -87,5 +89,8 @@ def spherical_harmonics(
             coeff = norm * math.sqrt((2 * l + 1) * math.factorial(l - a) / math.factorial(l + a))
             if a:
                 coeff *= math.sqrt(2.0)
-            components.append(coeff * legendre[(l, a)] * (re[a] if m >= 0 else im[a]))
+            value = coeff * legendre[(l, a)]
+            if a:
+                value = value * (re[a] if m >= 0 else im[a])
+            components.append(value if isinstance(value, torch.Tensor) else torch.full_like(xs, value))
     return torch.stack(components, dim=-1)

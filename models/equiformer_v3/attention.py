@@ -94,7 +94,8 @@ class EdgeAttention(nn.Module):
         envelope [E]; wigner [E, K_M, K] (edge frame, m-primary rows) → [N, K, C]."""
         i, j = edge_index[0], edge_index[1]
         n, e = x.shape[0], i.shape[0]
-        rho = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, 2 * x.shape[2])  # [E, L+1, 2C]
+        species_j, species_i = species.index_select(0, j), species.index_select(0, i)
+        rho = self.radial(rbf, species_j, species_i).view(e, self.lmax + 1, 2 * x.shape[2])  # [E, L+1, 2C]
         # [x_j ‖ x_i] gathered and rotated into the edge frame in one step (fused CUDA kernel on GPU).
         msg = gather_rotate(x, wigner, torch.stack([j, i]))  # [E, K_M, 2C]
         msg, scalars = self.so2_1(msg, radial=rho)

@@ -29,7 +29,8 @@ class EdgeDegreeEmbedding(nn.Module):
     def forward(self, edge_index, species, rbf, envelope, wigner, num_nodes: int) -> torch.Tensor:
         i, j = edge_index[0], edge_index[1]
         e = i.shape[0]
-        coeff = self.radial(rbf, species[j], species[i]).view(e, self.lmax + 1, self.channels)
+        species_j, species_i = species.index_select(0, j), species.index_select(0, i)
+        coeff = self.radial(rbf, species_j, species_i).view(e, self.lmax + 1, self.channels)
         coeff = coeff * envelope[:, None, None]
         # The m = 0 block is the first L + 1 rows of the m-primary layout.
         m0 = torch.split(wigner, [self.lmax + 1, wigner.shape[1] - self.lmax - 1], dim=1)[0]

@@ -25,16 +25,23 @@ class MergedLayerNorm(DerivedConstants):
         deg = degrees(lmax)
         self.register_buffer("degree", deg, persistent=False)
         self.register_constant("component_weight", 1.0 / ((2 * deg + 1) * (lmax + 1)).double())
+        self.register_buffer("scalar_row", (deg == 0).to(torch.float64)[:, None], persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         in_dtype = x.dtype
-        x = x.to(torch.promote_types(in_dtype, torch.float32))
-        x0, rest = torch.split(x, [1, x.shape[1] - 1], dim=1)
-        x = torch.cat([x0 - x0.mean(dim=-1, keepdim=True), rest], dim=1)
-        var = ((x * x).mean(dim=-1) * self.component_weight.to(x.dtype)).sum(dim=-1)  # [N]
-        y = x * torch.rsqrt(var + self.eps)[:, None, None] * self.weight.index_select(0, self.degree).to(x.dtype)
-        y0, rest = torch.split(y, [1, y.shape[1] - 1], dim=1)
-        return torch.cat([y0 + self.bias.to(x.dtype), rest], dim=1).to(in_dtype)
+        dtype = torch.promote_types(in_dtype, torch.float32)
+        if dtype != in_dtype:
+            x = x.to(dtype)
+        # The l = 0 row centred and the bias added through the 0/1 column ``scalar_row`` [K, 1] rather
+        # than split and concatenated: the other rows get − 0 and + 0, which leaves them unchanged
+        # (the same numbers as before, in fewer operations).
+        e0 = self.scalar_row.to(dtype)
+        x = x - x[:, :1, :].mean(dim=-1, keepdim=True) * e0
+        var = ((x * x).mean(dim=-1) * self.component_weight.to(dtype)).sum(dim=-1)  # [N]
+        weight = self.weight.index_select(0, self.degree).to(dtype)
+        y = x * torch.rsqrt(var + self.eps)[:, None, None] * weight
+        y = y + e0 * self.bias.to(dtype)
+        return y if dtype == in_dtype else y.to(in_dtype)
 
 
 class SeparateLayerNorm(nn.Module):

@@ -46,7 +46,26 @@ class GroupLinear(nn.Module):
             nn.init.zeros_(self.bias)
 
     def dense_weight(self) -> torch.Tensor:
-        """[G·C_out, G·C_in] equivalent dense weight (g-major on both sides)."""
+        """[G·C_out, G·C_in] equivalent dense weight (g-major on both sides).
+
+        With frozen kernels (``requires_grad`` off, as in a calculator, or no gradient being
+        recorded) it is assembled once per state of the kernel (its storage and in-place version)
+        and reused: the same tensor, without the operations that assemble it on every call.
+        Callers must not modify it.
+        """
+        kernel = self.kernel
+        if torch.compiler.is_compiling() or (kernel.requires_grad and torch.is_grad_enabled()):
+            return self.assemble_dense_weight()
+        key = (id(kernel), kernel.data_ptr(), kernel._version, kernel.dtype, kernel.device,
+               self.index.data_ptr())
+        cached = self.__dict__.get("_dense_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, self.assemble_dense_weight().detach())
+            self.__dict__["_dense_cache"] = cached
+        return cached[1]
+
+    def assemble_dense_weight(self) -> torch.Tensor:
+        """:meth:`dense_weight` assembled from the kernels (differentiable in them)."""
         G, co, ci = self.group_order, self.out_channels, self.in_channels
         # index_select of whole [co, ci] kernels (a row copy each), not kernel[index]: advanced
         # indexing costs several times more, which shows for small structures (same values)
