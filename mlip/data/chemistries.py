@@ -45,8 +45,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from mlip.data.structures import md_snapshots, min_distance, nearest_neighbor_distance, prototype_cell, \
-    repeat_to, strain
+from mlip.data.structures import (checked_counts, md_snapshots, min_distance, nearest_neighbor_distance,
+                                  prototype_cell, repeat_to, strain)
 
 #: the 89 elements of CHGNet's training set (MPtrj: H–Bi and Ac–Pu). chgnet itself exposes no such list
 #: (its per-element tables have 94 rows), so it is stated here.
@@ -558,14 +558,7 @@ def generate_chemistries(elements: Sequence[str] = CHGNET_ELEMENTS,
     """
     from tqdm.auto import tqdm
 
-    counts = dict(DEFAULT_COUNTS if counts is None else counts)
-    unknown = sorted(set(counts) - set(KINDS))
-    if unknown:
-        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(KINDS)}")
-    if any(int(n) < 0 for n in counts.values()):
-        raise ValueError("counts must be non-negative")
-    if counts.get("md", 0) and md_calculator is None:
-        raise ValueError("md snapshots need a calculator to run the MD (or give md=0)")
+    counts = checked_counts(counts, DEFAULT_COUNTS, KINDS, md_calculator)
     comps = compositions(elements, n_compositions, seed, unaries)
     lengths = BondLengths(sorted(set(elements)))
     n_unary = len(comps) - int(n_compositions)

@@ -379,6 +379,21 @@ def md_snapshots(atoms, rng, calculator) -> List:
     return frames
 
 
+def checked_counts(counts: Optional[Dict[str, int]], defaults: Dict[str, int], kinds: Sequence[str],
+                   md_calculator) -> Dict[str, int]:
+    """A copy of ``counts`` (``defaults`` when None) after checking it: every kind one of ``kinds``, no
+    negative count, and a calculator given when MD snapshots are asked for. ValueError naming the problem."""
+    counts = dict(defaults if counts is None else counts)
+    unknown = sorted(set(counts) - set(kinds))
+    if unknown:
+        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(kinds)}")
+    if any(int(n) < 0 for n in counts.values()):
+        raise ValueError("counts must be non-negative")
+    if counts.get("md", 0) and md_calculator is None:
+        raise ValueError("md snapshots need a calculator to run the MD (or give md=0)")
+    return counts
+
+
 def generate_structures(elements: Sequence[str], counts: Optional[Dict[str, int]] = None, seed: int = 0,
                         md_calculator=None, progress: bool = True,
                         on_frame: Optional[Callable[[int], None]] = None) -> List:
@@ -396,15 +411,8 @@ def generate_structures(elements: Sequence[str], counts: Optional[Dict[str, int]
     from tqdm.auto import tqdm
 
     chem = _Chemistry(list(elements))
-    counts = dict(DEFAULT_COUNTS if counts is None else counts)
-    unknown = sorted(set(counts) - set(KINDS))
-    if unknown:
-        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(KINDS)}")
-    if any(int(n) < 0 for n in counts.values()):
-        raise ValueError("counts must be non-negative")
+    counts = checked_counts(counts, DEFAULT_COUNTS, KINDS, md_calculator)
     counts["isolated_atom"] = len(chem.elements)
-    if counts.get("md", 0) and md_calculator is None:
-        raise ValueError("md snapshots need a calculator to run the MD (or give md=0)")
     if int(seed) < 0:
         raise ValueError("seed must be a non-negative integer")
     frames = []
