@@ -13,7 +13,6 @@ Issue 39's target: the batched path ≥ 3× faster on 2 cores at the same F1.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -37,6 +36,8 @@ def run(argv) -> None:
 def relax_and_score(bench: Path, out: Path, model: str, batch_size: int, no_progress: bool) -> dict:
     """Relax every candidate of ``bench`` with ``batch_size`` (1: the ASE path), join and score."""
     run_dir, submission = out / f"relax-b{batch_size}", out / f"submission-b{batch_size}"
+    if run_dir.exists():
+        raise SystemExit(f"{run_dir} exists: a resumed relaxation cannot be timed; remove it to measure again")
     extra = ["--no-progress"] if no_progress else []
     t0 = time.perf_counter()
     run(["discovery", "relax", bench / "initial-structures.json.gz", "--model", model, "--out-dir", run_dir,
@@ -46,9 +47,9 @@ def relax_and_score(bench: Path, out: Path, model: str, batch_size: int, no_prog
          "--out-dir", submission, "--date", DATE])
     run(["discovery", "metrics", submission / f"{DATE}-discovery.csv.gz", "--reference", bench / "summary.csv.gz",
          "--no-plot", *extra])
-    metrics = read_json(submission / "metrics.json")
+    metrics = read_json(submission / "metrics.json")["full_test_set"]
     return {"batch_size": batch_size, "relax_wall_s": wall,
-            **{k: metrics.get(k) for k in ("F1", "MAE", "RMSE", "n_materials", "n_failed")}}
+            **{k: metrics.get(k) for k in ("F1", "Precision", "Recall", "MAE", "RMSE")}}
 
 
 def main() -> None:
@@ -66,7 +67,9 @@ def main() -> None:
     out = Path(args.out_dir)
     bench = out / f"benchmark-seed{args.seed}-n{args.n}"
     load_before = os.getloadavg()
-    run(["discovery", "emt-benchmark", bench, "--seed", args.seed, "-n", args.n])
+    if not (bench / "summary.csv.gz").exists():
+        run(["discovery", "emt-benchmark", bench, "--seed", args.seed, "-n", args.n,
+             *(["--no-progress"] if args.no_progress else [])])
     rows = [relax_and_score(bench, out, args.model, b, args.no_progress) for b in (1, args.batch_size)]
     one, batched = rows
     ratio = one["relax_wall_s"] / batched["relax_wall_s"]
