@@ -142,16 +142,22 @@ def _version(module: str) -> str:
         return str(getattr(importlib.import_module(module), "__version__", "unknown"))
 
 
-def _chgnet_labeller(settings: Dict[str, Any]) -> Labeller:
-    """CHGNet, loaded once (offline, from the wheel) and shared by every structure of the run."""
+def _full_settings(name: str, settings: Dict[str, Any], defaults: Dict[str, Any], extra: str,
+                   purpose: str) -> Dict[str, Any]:
+    """``defaults`` overridden by ``settings`` after checking that every setting is known (ValueError
+    naming the unknown ones) and that the package ``name`` is installed (the extra's message)."""
     from mlip.extras import require
 
-    unknown = sorted(set(settings) - set(CHGNET_SETTINGS))
+    unknown = sorted(set(settings) - set(defaults))
     if unknown:
-        raise ValueError(f"unknown chgnet setting(s) {', '.join(unknown)}; "
-                         f"accepted: {', '.join(CHGNET_SETTINGS)}")
-    require("chgnet", "teacher", "labelling with CHGNet")
-    full = {**CHGNET_SETTINGS, **settings}
+        raise ValueError(f"unknown {name} setting(s) {', '.join(unknown)}; accepted: {', '.join(defaults)}")
+    require(name, extra, purpose)
+    return {**defaults, **settings}
+
+
+def _chgnet_labeller(settings: Dict[str, Any]) -> Labeller:
+    """CHGNet, loaded once (offline, from the wheel) and shared by every structure of the run."""
+    full = _full_settings("chgnet", settings, CHGNET_SETTINGS, "teacher", "labelling with CHGNet")
     shared: List[Any] = []
 
     def make(atoms):
@@ -181,14 +187,7 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
 
         return Labeller("emt", _version("ase"), {}, lambda atoms: EMT())
     if spec == "gpaw":
-        unknown = sorted(set(settings) - set(GPAW_PBE_SETTINGS))
-        if unknown:
-            raise ValueError(f"unknown gpaw setting(s) {', '.join(unknown)}; "
-                             f"accepted: {', '.join(GPAW_PBE_SETTINGS)}")
-        from mlip.extras import require
-
-        require("gpaw", "dft", "labelling with GPAW")
-        full = {**GPAW_PBE_SETTINGS, **settings}
+        full = _full_settings("gpaw", settings, GPAW_PBE_SETTINGS, "dft", "labelling with GPAW")
         return Labeller("gpaw", _version("gpaw"), full, lambda atoms: _gpaw_calculator(atoms, full))
     if spec == "chgnet":
         return _chgnet_labeller(settings)
