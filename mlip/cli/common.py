@@ -49,6 +49,14 @@ def _count_frames(path: Path, format: Optional[str]) -> Optional[int]:
         return None
 
 
+def refuse_existing(paths, overwrite: bool, instead: str) -> None:
+    """CLIError naming the ``paths`` that already exist, unless ``overwrite`` (``instead``: what the
+    user may do rather than overwrite, e.g. ``"choose another --prefix"``)."""
+    existing = [str(p) for p in paths if Path(p).exists()]
+    if existing and not overwrite:
+        raise CLIError(f"{', '.join(existing)} exist(s); {instead} or pass --overwrite")
+
+
 def read_structure(path: str, index: int = -1, format: Optional[str] = None):
     """Read one frame of any ASE-readable file and check it can be evaluated.
 

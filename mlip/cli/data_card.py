@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Optional, Sequence
 
-from mlip.cli.common import CLIError
+from mlip.cli.common import CLIError, refuse_existing
 
 
 def build_parser(prog: str = "mlip data card") -> argparse.ArgumentParser:
@@ -30,10 +30,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if not Path(args.path).is_file():
         raise CLIError(f"data file {args.path!r} does not exist")
-    outputs = [p for p in (args.json, args.markdown) if p]
-    existing = [p for p in outputs if Path(p).exists()]
-    if existing and not args.overwrite:
-        raise CLIError(f"{', '.join(existing)} exist(s); choose another name or pass --overwrite")
+    refuse_existing([p for p in (args.json, args.markdown) if p], args.overwrite, "choose another name")
     try:
         card = data_card(read_dataset(args.path))
     except ValueError as err:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from mlip.cli.arguments import nonneg_float
-from mlip.cli.common import CLIError
+from mlip.cli.common import CLIError, refuse_existing
 
 PARTS = ("train", "valid", "test")
 
@@ -46,9 +46,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise CLIError(f"data file {args.input!r} does not exist")
     prefix = args.prefix or str(source.with_suffix("")).removesuffix(".xyz")
     outputs = [Path(f"{prefix}-{part}.xyz") for part in PARTS]
-    existing = [str(p) for p in outputs if p.exists()]
-    if existing and not args.overwrite:
-        raise CLIError(f"{', '.join(existing)} exist(s); choose another --prefix or pass --overwrite")
+    refuse_existing(outputs, args.overwrite, "choose another --prefix")
     try:
         frames = ase.io.read(source, ":")
     except Exception as err:  # ASE raises many kinds for a malformed file
