@@ -1,0 +1,86 @@
+"""Train a recipe in a fixed wall-clock budget, with the learning-rate schedule fitted to that budget.
+
+``mlip train`` stops at ``max_minutes`` after the epoch that crosses it, but its cosine schedule runs
+over ``epochs``: when the budget ends first, the rate has not decayed. This script times a few training
+steps first (on a slice of the training set, in a scratch folder), sets ``epochs`` to what fits in the
+budget, then trains with ``max_minutes`` as a guard. Used for the GPU recipes, where a device is lent for
+minutes (examples/recipes/equiformer_v3-chgnet/README.md):
+
+    python examples/recipes/train_on_budget.py examples/recipes/equiformer_v3-chgnet/train.yaml \\
+        --minutes 6 --data-dir data --out-dir equiformer_v3-chgnet
+"""
+
+import argparse
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mlip.data import read_dataset
+from mlip.training import TrainConfig, train
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", help="a mlip train YAML config")
+    parser.add_argument("--minutes", type=float, required=True, help="wall-clock budget of the training")
+    parser.add_argument("--data-dir", default=".", help="folder of the config's data files (or their .gz)")
+    parser.add_argument("--out-dir", help="override the config's out_dir")
+    parser.add_argument("--calibration-steps", type=int, default=40,
+                        help="training steps timed first (in two runs of a quarter and three quarters)")
+    parser.add_argument("--device", help="override the config's device")
+    args = parser.parse_args(argv)
+
+    config = TrainConfig.from_yaml(args.config)
+    if args.out_dir:
+        config.out_dir = args.out_dir
+    if args.device:
+        config.device = args.device
+
+    def load(name):
+        path = Path(args.data_dir) / name
+        if not path.is_file() and Path(str(path) + ".gz").is_file():
+            path = Path(str(path) + ".gz")
+        return read_dataset(path, energy_key=config.data.energy_key, forces_key=config.data.forces_key,
+                            stress_key=config.data.stress_key)
+
+    t0 = time.perf_counter()
+    train_samples = load(config.data.train)
+    valid_samples = load(config.data.valid)
+    print(f"read {len(train_samples)} training and {len(valid_samples)} validation structures in "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
+
+    # Calibration: the same batches and model on slices of n and 3n steps, one epoch each, in a scratch
+    # folder; the difference of their times leaves out the first steps' start-up costs.
+    n = max(1, args.calibration_steps // 4)
+    seconds, counts = [], []
+    for n_steps in (n, 3 * n):
+        n_cal = min(len(train_samples), n_steps * config.batch_size)
+        counts.append(math.ceil(n_cal / config.batch_size))
+        scratch = Path(tempfile.mkdtemp(prefix="calibrate-"))
+        calibration = TrainConfig.from_dict({**config.to_dict(), "epochs": 1, "max_minutes": None,
+                                             "out_dir": str(scratch / "run")}, where="calibration")
+        result = train(calibration, train_samples=train_samples[:n_cal], valid_samples=[], progress=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+        seconds.append(60 * result.history[0]["minutes"])
+    if counts[1] > counts[0] and seconds[1] > seconds[0]:
+        per_step = (seconds[1] - seconds[0]) / (counts[1] - counts[0])
+    else:  # a training set too small for two slices: the start-up costs stay in
+        per_step = seconds[1] / counts[1]
+    steps = math.ceil(len(train_samples) / config.batch_size)
+    # validation: a forward and a first derivative per batch, about a third of a training step
+    valid_steps = math.ceil(len(valid_samples) / config.batch_size) / 3
+    per_epoch = per_step * (steps + valid_steps)
+    config.epochs = max(1, int(args.minutes * 60 // per_epoch))
+    config.max_minutes = args.minutes * 1.05
+    print(f"calibration: {per_step * 1e3:.0f} ms per step, {per_epoch:.0f} s per epoch: {config.epochs} epochs "
+          f"in {args.minutes:g} min", flush=True)
+    result = train(config, train_samples=train_samples, valid_samples=valid_samples, progress=False)
+    print(f"trained {result.epochs_run} epochs; best: {result.best}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
