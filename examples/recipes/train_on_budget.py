@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from mlip.data import read_dataset
 from mlip.training import TrainConfig, train
 
@@ -52,9 +54,11 @@ def main(argv=None) -> int:
     print(f"read {len(train_samples)} training and {len(valid_samples)} validation structures in "
           f"{time.perf_counter() - t0:.0f} s", flush=True)
 
-    # Calibration: the same batches and model on slices of n and 3n steps, one epoch each, in a scratch
-    # folder; the difference of their times leaves out the first steps' start-up costs.
+    # Calibration: the same batches and model on random subsets of n and 3n steps (a file's order is
+    # often by composition or kind, whose sizes differ), one epoch each, in a scratch folder; the
+    # difference of their times leaves out the first steps' start-up costs.
     n = max(1, args.calibration_steps // 4)
+    shuffled = [train_samples[i] for i in np.random.default_rng(config.seed).permutation(len(train_samples))]
     seconds, counts = [], []
     for n_steps in (n, 3 * n):
         n_cal = min(len(train_samples), n_steps * config.batch_size)
@@ -62,7 +66,7 @@ def main(argv=None) -> int:
         scratch = Path(tempfile.mkdtemp(prefix="calibrate-"))
         calibration = TrainConfig.from_dict({**config.to_dict(), "epochs": 1, "max_minutes": None,
                                              "out_dir": str(scratch / "run")}, where="calibration")
-        result = train(calibration, train_samples=train_samples[:n_cal], valid_samples=[], progress=False)
+        result = train(calibration, train_samples=shuffled[:n_cal], valid_samples=[], progress=False)
         shutil.rmtree(scratch, ignore_errors=True)
         seconds.append(60 * result.history[0]["minutes"])
     if counts[1] > counts[0] and seconds[1] > seconds[0]:

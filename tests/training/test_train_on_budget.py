@@ -1,0 +1,51 @@
+"""examples/recipes/train_on_budget.py: the epochs are those that fit the budget, and the run trains them."""
+
+import importlib.util
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from ase.io import write
+
+from mlip.testing import emt_cells
+
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "train_on_budget.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("train_on_budget", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _config(tmp_path) -> Path:
+    write(tmp_path / "train.xyz", emt_cells(48, seed=1))
+    write(tmp_path / "valid.xyz", emt_cells(8, seed=2))
+    config = dict(model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1,
+                             num_heads=1, head_dim=2),
+                  data=dict(train="train.xyz", valid="valid.xyz"), epochs=1000, batch_size=8,
+                  out_dir=str(tmp_path / "unused"), optimizer=dict(lr=5e-3, ema_decay=0.5))
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch):
+    config = _config(tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    out = tmp_path / "run"
+    assert _script().main([str(config), "--minutes", "0.05", "--data-dir", str(tmp_path), "--out-dir", str(out),
+                           "--calibration-steps", "8"]) == 0
+    printed = capsys.readouterr().out
+    m = re.search(r"calibration: (\d+) ms per step, (\d+) s per epoch: (\d+) epochs in 0.05 min", printed)
+    assert m, printed
+    per_epoch, epochs = int(m.group(2)), int(m.group(3))
+    assert 1 <= epochs < 1000 and (epochs == 1 or epochs * per_epoch <= 3 + 1)  # 0.05 min, rounding of the print
+    history = json.loads((out / "metrics.json").read_text())
+    assert 1 <= len(history) <= epochs and (out / "best.safetensors").is_file()
+    assert json.loads((out / "config.json").read_text())["epochs"] == epochs
+    assert not list(scratch.glob("calibrate-*"))  # the calibration runs' folders are gone
