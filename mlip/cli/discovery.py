@@ -1,6 +1,7 @@
 """``mlip discovery``: the Matbench Discovery pipeline on the command line.
 
     mlip discovery emt-benchmark mini --seed 0 -n 300
+    mlip discovery teacher-benchmark mini-chgnet --calculator chgnet --systems Mg-O Na-Cl Al-Ni -n 100
     mlip discovery relax mini/initial-structures.json.gz --model ase.calculators.emt:EMT --out-dir run
     mlip discovery relax mini/initial-structures.json.gz --model default --batch-size 32 --out-dir run
     mlip discovery join run --elemental-refs mini/elemental-references.json --out-dir submission
@@ -112,17 +113,36 @@ def run_emt_benchmark(args) -> int:
     return 0
 
 
+def run_teacher_benchmark(args) -> int:
+    """Build the miniature benchmark in OUT_DIR with a calculator (the teacher) as the truth."""
+    from mlip.workflows.discovery.teacher_benchmark import generate_teacher_benchmark
+
+    m = generate_teacher_benchmark(args.out_dir, calculator=args.calculator, systems=args.systems, seed=args.seed,
+                                   n_candidates=args.n, fmax=args.fmax, steps=args.steps,
+                                   calculator_settings=dict(args.setting), progress=not args.no_progress)
+    print(f"candidates: {m['n_candidates']} ({m['n_stable']} stable, prevalence {m['prevalence']:.3f}) over "
+          f"{len(m['systems'])} systems; known hull: {m['n_hull_entries']} entries; {m['wall_time_s']:.1f} s")
+    if "warning" in m:
+        print(f"WARNING:    {m['warning']}")
+    for name in m["files"].values():
+        print(f"wrote:      {Path(args.out_dir) / name}")
+    return 0
+
+
 def add_parser(subparsers) -> None:
     """Add ``discovery`` with its steps to the ``mlip`` subparsers."""
-    p = subparsers.add_parser("discovery", help="Matbench Discovery: relax, join, metrics, emt-benchmark",
-                              description="The Matbench Discovery (IS2RE-SR) pipeline with any model, and a "
-                                          "miniature offline version in which EMT plays DFT.")
+    p = subparsers.add_parser("discovery",
+                              help="Matbench Discovery: relax, join, metrics, emt-benchmark, teacher-benchmark",
+                              description="The Matbench Discovery (IS2RE-SR) pipeline with any model, and "
+                                          "miniature offline versions in which EMT or any calculator (a "
+                                          "teacher) plays DFT.")
     dsub = p.add_subparsers(dest="discovery_command", metavar="STEP")
     dsub.required = True
     _add_relax(dsub)
     _add_join(dsub)
     _add_metrics(dsub)
     _add_emt_benchmark(dsub)
+    _add_teacher_benchmark(dsub)
 
 
 def _add_relax(dsub) -> None:
@@ -212,3 +232,27 @@ def _add_emt_benchmark(dsub) -> None:
     e.add_argument("--steps", type=positive_int, default=500, help="default: %(default)s")
     e.add_argument("--no-progress", action="store_true", help="no progress bars")
     e.set_defaults(func=run_emt_benchmark)
+
+
+def _add_teacher_benchmark(dsub) -> None:
+    """``mlip discovery teacher-benchmark``."""
+    from mlip.cli.data_label import parse_setting
+    from mlip.workflows.discovery.teacher_benchmark import DEFAULT_SYSTEMS
+
+    t = dsub.add_parser("teacher-benchmark",
+                        help="build the miniature benchmark in which a calculator (a teacher) plays DFT over "
+                             "binary systems")
+    t.add_argument("out_dir", metavar="OUT_DIR")
+    t.add_argument("--calculator", required=True,
+                   help="the truth: emt, chgnet (pip install 'mlip-torch[teacher]') or an ASE calculator class "
+                        "'package.module:Class'")
+    t.add_argument("--setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
+                   help="a calculator setting (repeatable), e.g. use_device=cpu for chgnet")
+    t.add_argument("--systems", nargs="+", metavar="A-B", default=list(DEFAULT_SYSTEMS),
+                   help="binary systems (default: %(default)s)")
+    t.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    t.add_argument("-n", type=positive_int, default=100, help="number of candidates (default: %(default)s)")
+    t.add_argument("--fmax", type=positive_float, default=0.02, help="eV/Å (default: %(default)s)")
+    t.add_argument("--steps", type=positive_int, default=500, help="default: %(default)s")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars")
+    t.set_defaults(func=run_teacher_benchmark)

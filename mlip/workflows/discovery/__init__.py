@@ -10,8 +10,10 @@ The pipeline, one module per step:
   ComputedStructureEntries, or plain elemental references);
 * :mod:`.join` merges the shards into the submission files;
 * :mod:`.metrics` scores them (F1, DAF, MAE, ... on hull distances; RMSD; CPS);
-* :mod:`.emt_benchmark` builds the miniature benchmark in which ASE's EMT plays DFT;
-* :mod:`mlip.cli.discovery` is ``mlip discovery {relax, join, metrics, emt-benchmark}``.
+* :mod:`.mini_benchmark` is the machinery of a miniature benchmark in which a calculator plays DFT;
+  :mod:`.emt_benchmark` is its recipe with ASE's EMT over seven fcc metals and :mod:`.teacher_benchmark`
+  its recipe with any calculator (a teacher) over binary systems;
+* :mod:`mlip.cli.discovery` is ``mlip discovery {relax, join, metrics, emt-benchmark, teacher-benchmark}``.
 """
 
 from mlip.workflows.discovery.formation import formation_energies, read_elemental_references
