@@ -1,4 +1,4 @@
-"""A distilled student against its teacher: Matbench-Discovery-style discovery and κ, the teacher as the truth.
+"""A distilled student against its teacher: held-out errors, a miniature Matbench Discovery, κ and cost.
 
     python benchmarks/student_vs_teacher.py --student path/to/student.json --teacher chgnet --out svt
     python benchmarks/student_vs_teacher.py --student chgnet --teacher chgnet --out svt-self -n 40  # plumbing
@@ -70,8 +70,8 @@ class Context:
             from mlip.workflows.discovery.teacher_benchmark import truth_calculator
 
             if self.args.teacher == "gpaw":
-                raise ValueError("the teacher must be one calculator for every cell; gpaw's k-points depend on "
-                                 "the cell: use emt, chgnet or package.module:Class")
+                raise ValueError("the teacher must be one calculator for every cell; gpaw's k-points depend "
+                                 "on the cell: use emt, chgnet or package.module:Class")
             make, _, _ = truth_calculator(self.args.teacher, self.teacher_settings)
             self._cache["teacher"] = make(None)
         return self._cache["teacher"]
@@ -81,16 +81,16 @@ class Context:
         return dict(self.args.teacher_setting)
 
 
-def student_calculator(spec: str, device: str = "auto"):
+def student_calculator(spec: str, device: str = "auto", dtype: str = "float64"):
     """The student: ``emt``/``chgnet`` through the labeller (the teacher as its own student), anything
-    else through :func:`mlip.workflows.resolve_calculator` in float64."""
+    else through :func:`mlip.workflows.resolve_calculator` in ``dtype``."""
     if spec in LABELLER_NAMES:
         from mlip.workflows.labelling import labeller
 
         return labeller(spec).make(None)
     from mlip.workflows.model_loading import resolve_calculator
 
-    return resolve_calculator(spec, device=device, dtype="float64")
+    return resolve_calculator(spec, device=device, dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------ discovery
@@ -103,14 +103,15 @@ def stage_discovery(ctx: Context) -> Dict[str, Any]:
     args = ctx.args
     folder = ctx.out / "discovery"
     bench = Path(args.benchmark_dir) if args.benchmark_dir else folder / "benchmark"
-    manifest = generate_teacher_benchmark(bench, calculator=args.teacher, systems=args.systems, seed=args.seed,
-                                          n_candidates=args.n, calculator_settings=ctx.teacher_settings,
+    manifest = generate_teacher_benchmark(bench, calculator=args.teacher, systems=args.systems,
+                                          seed=args.seed, n_candidates=args.n,
+                                          calculator_settings=ctx.teacher_settings,
                                           progress=ctx.progress)
     relax = run_discovery_relax(bench / "initial-structures.json.gz", ctx.student(), folder / "relax",
                                 n_shards=1, shard_index=0, progress=ctx.progress, dtype="float64",
                                 device=args.device)
-    joined = join_discovery(folder / "relax", bench / "elemental-references.json", out_dir=folder / "submission",
-                            date=DATE)
+    joined = join_discovery(folder / "relax", bench / "elemental-references.json",
+                            out_dir=folder / "submission", date=DATE)
     scores = discovery_scores(bench, Path(joined["discovery"]), Path(joined["geo_opt"]), folder, ctx.progress)
     return {
         "benchmark": {"folder": str(bench), "systems": manifest["systems"], "seed": manifest["seed"],
@@ -153,9 +154,8 @@ def discovery_scores(bench: Path, predictions: Path, geo_opt: Path, out_dir: Pat
     hd = hull_distances(read_discovery_csv(predictions), ref)
     t, p = hd["each_true"], hd["each_pred"]
     overall = {k: _plain(v) for k, v in guarded_stable_metrics(t, p).items() if k in HEADLINE}
-    rmsd = structure_rmsd(read_geo_opt(geo_opt),
-                          {m.material_id: m.atoms for m in read_structures(bench / "relaxed-structures.json.gz")},
-                          progress=progress)
+    reference = {m.material_id: m.atoms for m in read_structures(bench / "relaxed-structures.json.gz")}
+    rmsd = structure_rmsd(read_geo_opt(geo_opt), reference, progress=progress)
     values = [v for v in rmsd.values() if v is not None]
     per_system = {}
     ids = np.array(hd["ids"])
@@ -224,19 +224,115 @@ def plot_kappa_bars(result: Dict[str, Any], path: Path) -> None:
     ax.set_xticklabels(names)
     ax.set_ylabel("κ at 300 K (W/(m·K))")
     mean = result.get("mean_srme")
-    ax.set_title("student vs teacher" + (f": mean κ_SRME {mean:.3f}" if mean is not None else ""), fontsize=10)
+    ax.set_title("student vs teacher" + (f": mean κ_SRME {mean:.3f}" if mean is not None else ""),
+                 fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, format="png", bbox_inches="tight"))
     plt.close(fig)
 
 
+# ------------------------------------------------------------------------------------------ held-out errors
+def stage_heldout(ctx: Context) -> Dict[str, Any]:
+    """The student's errors against the labels of ``--heldout`` files (the teacher's on compositions that
+    training never saw, and any other reference, e.g. an independent model's or DFT's on the same
+    frames), overall and per ``family`` and ``config_type`` of the frames, in float64."""
+    import numpy as np
+
+    from mlip.data import read_dataset
+    from mlip.training.evaluation import error_metrics, flatten_predictions
+
+    calc = ctx.student()
+    results = {}
+    for path in ctx.args.heldout:
+        samples = read_dataset(path)
+        per = {"samples": [], "energies": [], "forces": [], "stresses": []}
+        for s in samples:
+            atoms = s.atoms.copy()
+            atoms.calc = calc
+            per["samples"].append(s)
+            per["energies"].append(float(atoms.get_potential_energy()))
+            per["forces"].append(np.asarray(atoms.get_forces()))
+            per["stresses"].append(np.asarray(atoms.get_stress()) if atoms.cell.rank == 3 and all(atoms.pbc)
+                                   else np.full(6, np.nan))
+        groups: Dict[str, List[int]] = {}
+        for k, s in enumerate(samples):
+            for key in ("family", "config_type"):
+                if key in s.atoms.info:
+                    groups.setdefault(f"{key}:{s.atoms.info[key]}", []).append(k)
+
+        def metrics_of(indices):
+            cols = [[per[c][k] for k in indices] for c in ("samples", "energies", "forces", "stresses")]
+            return {k: _plain(v) for k, v in error_metrics(flatten_predictions(*cols)).items()}
+
+        results[str(path)] = {"n": len(samples), "overall": metrics_of(range(len(samples))),
+                              "groups": {g: {"n": len(ix), **metrics_of(ix)}
+                                         for g, ix in sorted(groups.items())}}
+    return {"files": results, "dtype": "float64 (mlip students)",
+            "units": "meV/atom (energy), meV/Å (forces), meV/Å³ (stress)"}
+
+
+# ------------------------------------------------------------------------------------------ cost
+def stage_cost(ctx: Context) -> Dict[str, Any]:
+    """Seconds per energy+forces+stress call of the student (float32, as MD runs it) and of the teacher
+    on the κ compounds' conventional cells repeated to about 64 and 512 atoms, timed in alternating rounds
+    in one run (the minimum over rounds of the median of ``--cost-repeats`` calls; positions moved before
+    each call), and their ratio."""
+    import numpy as np
+    import torch
+
+    from mlip.workflows.kappa_comparison import kappa_compound
+
+    args = ctx.args
+    torch.set_num_threads(args.cost_threads)
+    student = (student_calculator(args.student, "cpu", dtype="float32") if args.student not in LABELLER_NAMES
+               else ctx.student())
+    teacher = ctx.teacher()
+    cells = {}
+    for spec in args.kappa_compounds:
+        name, unit = kappa_compound(spec)
+        for target in (64, 512):
+            atoms = unit.repeat(max(1, round((target / len(unit)) ** (1 / 3))))
+            atoms.info = {}
+            cells[f"{name}-{len(atoms)}"] = atoms
+    times: Dict[str, Dict[str, List[float]]] = {key: {"student": [], "teacher": []} for key in cells}
+    for _ in range(args.cost_rounds):
+        for key, atoms in cells.items():
+            for who, calc in (("student", student), ("teacher", teacher)):
+                times[key][who].append(_seconds_per_call(calc, atoms.copy(), args.cost_repeats, np))
+    out = {}
+    for key, t in times.items():
+        s, te = min(t["student"]), min(t["teacher"])
+        out[key] = {"student_s": s, "teacher_s": te, "teacher_over_student": te / s}
+    return {"cells": out, "threads": args.cost_threads, "rounds": args.cost_rounds,
+            "repeats": args.cost_repeats, "student_dtype": "float32"}
+
+
+def _seconds_per_call(calc, atoms, repeats: int, np) -> float:
+    """Median seconds of an energy+forces+stress call, after 2 warm-up calls, positions moved each time."""
+    import time as _time
+
+    atoms.calc = calc
+    rng = np.random.default_rng(0)
+    values = []
+    for k in range(repeats + 2):
+        atoms.positions += rng.normal(scale=1e-3, size=atoms.positions.shape)
+        t0 = _time.perf_counter()
+        atoms.get_potential_energy()
+        atoms.get_forces()
+        atoms.get_stress()
+        if k >= 2:
+            values.append(_time.perf_counter() - t0)
+    return float(np.median(values))
+
+
 # ------------------------------------------------------------------------------------------ driver
-#: the stages in running order: name → function of the Context returning a JSON-able dict. Held-out
-#: errors and the cost per MD step go here as ``"heldout"`` and ``"cost"``.
+#: the stages in running order: name → function of the Context returning a JSON-able dict
 STAGES: Dict[str, Callable[[Context], Dict[str, Any]]] = {
+    "heldout": stage_heldout,
     "discovery": stage_discovery,
     "kappa": stage_kappa,
+    "cost": stage_cost,
 }
 
 
@@ -246,19 +342,29 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     from mlip.workflows.kappa_comparison import DEFAULT_MESH, DEFAULT_SUPERCELL, KAPPA_COMPOUNDS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--student", required=True, help="checkpoint path, shipped model name, package.module:Class, "
-                                                    "or emt/chgnet (the teacher as its own student)")
+    p.add_argument("--student", required=True,
+                   help="checkpoint path, shipped model name, package.module:Class, or emt/chgnet (the teacher "
+                        "as its own student)")
     p.add_argument("--teacher", required=True, help="emt, chgnet or package.module:Class")
     p.add_argument("--teacher-setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
                    help="a setting of the teacher calculator (repeatable)")
     p.add_argument("--out", required=True, help="output folder (resumable)")
-    p.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES),
-                   help="stages to run (default: all)")
+    p.add_argument("--stages", nargs="+", default=None, choices=list(STAGES),
+                   help="stages to run (default: all, heldout only with --heldout)")
+    p.add_argument("--heldout", nargs="+", default=[], metavar="FILE",
+                   help="labelled extxyz files for the heldout stage: the teacher's labels of structures "
+                        "training never saw, or another reference's")
+    p.add_argument("--cost-threads", type=int, default=2,
+                   help="torch threads of the cost stage (default: %(default)s)")
+    p.add_argument("--cost-rounds", type=int, default=2, help="alternating rounds of the cost stage")
+    p.add_argument("--cost-repeats", type=int, default=5, help="timed calls per cell, model and round")
     p.add_argument("--device", default="auto", help="device of an mlip student (default: %(default)s)")
     p.add_argument("--systems", nargs="+", metavar="A-B", default=list(DEFAULT_SYSTEMS),
                    help="binary systems of the discovery stage (default: %(default)s)")
-    p.add_argument("-n", type=int, default=100, help="candidates of the discovery stage (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the discovery benchmark (default: %(default)s)")
+    p.add_argument("-n", type=int, default=100,
+                   help="candidates of the discovery stage (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the discovery benchmark (default: %(default)s)")
     p.add_argument("--benchmark-dir", default=None,
                    help="the teacher's discovery benchmark folder, to share between students "
                         "(default: OUT/discovery/benchmark)")
@@ -278,6 +384,13 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     from mlip.workflows.kappa_comparison import kappa_compound
 
     args = parse_args(argv)
+    if args.stages is None:
+        args.stages = [name for name in STAGES if name != "heldout" or args.heldout]
+    if "heldout" in args.stages and not args.heldout:
+        raise ValueError("the heldout stage needs --heldout FILE [FILE ...] (labelled extxyz)")
+    for path in args.heldout:
+        if not Path(path).is_file():
+            raise ValueError(f"--heldout file {path} does not exist")
     if "discovery" in args.stages:  # bad inputs refused before anything runs
         parse_systems(args.systems)
         if args.n < 1:
@@ -327,6 +440,13 @@ def summary_line(name: str, result: Dict[str, Any]) -> str:
         mean = result["mean_srme"]
         return f"κ student vs teacher (W/(m K)): {'; '.join(parts)}; mean κ_SRME " + (
             "n/a" if mean is None else f"{mean:.3f}")
+    if name == "heldout":
+        return "; ".join(f"{Path(f).name}: energy {r['overall']['energy_mae_meV_per_atom']:.1f} meV/atom, "
+                         f"forces {r['overall']['forces_mae_meV_per_A']:.1f} meV/Å MAE"
+                         for f, r in result["files"].items())
+    if name == "cost":
+        return "; ".join(f"{k} student {1e3 * c['student_s']:.1f} ms, teacher {1e3 * c['teacher_s']:.1f} ms "
+                         f"({c['teacher_over_student']:.2f}×)" for k, c in result["cells"].items())
     return ", ".join(f"{k}={v}" for k, v in result.items() if isinstance(v, (int, float)))
 
 

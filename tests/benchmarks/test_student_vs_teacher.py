@@ -73,7 +73,7 @@ def test_rerun_computes_nothing_and_one_stage_keeps_the_others(svt, first_run):
     assert again["stages"]["kappa"]["computed"] == {"reference": 0, "model": 0}
     assert again["stages"]["discovery"]["metrics"] == report["stages"]["discovery"]["metrics"]
     only = svt.main(argv + ["--stages", "kappa"])
-    assert set(only["stages"]) == {"discovery", "kappa"}  # discovery's earlier results kept
+    assert set(only["stages"]) == {"discovery", "kappa", "cost"}  # the earlier results kept
     assert only["stages"]["discovery"] == again["stages"]["discovery"]
 
 
@@ -96,7 +96,63 @@ def test_bad_inputs_are_refused_before_anything_runs(svt, tmp_path, extra, messa
     assert "\n" not in str(info.value) and not out.exists()
 
 
+@pytest.mark.slow
+def test_cost_times_both_on_the_kappa_compounds(first_run):
+    _, _, report = first_run
+    cost = report["stages"]["cost"]
+    assert set(cost["cells"]) == {"Cu-fcc-108", "Cu-fcc-500"}  # 4-atom cells repeated 3 and 5 times
+    for cell in cost["cells"].values():
+        assert cell["student_s"] > 0 and cell["teacher_s"] > 0
+        assert cell["teacher_over_student"] == pytest.approx(cell["teacher_s"] / cell["student_s"])
+
+
+def test_heldout_errors_per_kind_and_family(svt, tmp_path):
+    """The teacher's labels against the teacher as the student: zero errors, per config_type and family;
+    another student's errors are those of a direct comparison."""
+    import numpy as np
+    from ase.calculators.emt import EMT
+    from ase.calculators.singlepoint import SinglePointCalculator
+    from ase.io import write
+
+    from mlip.testing import emt_cells
+
+    frames = emt_cells(6, seed=3)
+    for k, atoms in enumerate(frames):
+        atoms.info.update(config_type="crystal" if k < 4 else "rattled", family="intermetallic")
+    write(tmp_path / "held.xyz", frames)
+    report = svt.main(["--student", "ase.calculators.emt:EMT", "--teacher", "emt", "--out", str(tmp_path / "o"),
+                       "--stages", "heldout", "--heldout", str(tmp_path / "held.xyz"), "--no-progress"])
+    result = report["stages"]["heldout"]["files"][str(tmp_path / "held.xyz")]
+    assert result["n"] == 6  # positions written to 8 decimals: labels agree to that
+    assert result["overall"]["forces_mae_meV_per_A"] == pytest.approx(0, abs=1e-3)
+    assert {g: v["n"] for g, v in result["groups"].items()} == {
+        "config_type:crystal": 4, "config_type:rattled": 2, "family:intermetallic": 6}
+    # a student that is not the teacher: EMT with the energies shifted by 1 meV per atom
+    shifted = []
+    for atoms in frames:
+        copy = atoms.copy()
+        copy.calc = EMT()
+        labels = dict(energy=copy.get_potential_energy() + 1e-3 * len(copy), forces=copy.get_forces(),
+                      stress=copy.get_stress())
+        copy.calc = SinglePointCalculator(copy, **labels)
+        shifted.append(copy)
+    write(tmp_path / "shifted.xyz", shifted)
+    report = svt.main(["--student", "ase.calculators.emt:EMT", "--teacher", "emt", "--out", str(tmp_path / "p"),
+                       "--stages", "heldout", "--heldout", str(tmp_path / "shifted.xyz"), "--no-progress"])
+    overall = report["stages"]["heldout"]["files"][str(tmp_path / "shifted.xyz")]["overall"]
+    assert overall["energy_mae_meV_per_atom"] == pytest.approx(1.0, abs=1e-3)
+    assert np.isclose(overall["forces_mae_meV_per_A"], 0, atol=1e-3)
+
+
+def test_heldout_needs_files(svt, tmp_path):
+    with pytest.raises(ValueError, match="needs --heldout"):
+        svt.main(["--student", "emt", "--teacher", "emt", "--out", str(tmp_path / "o"), "--stages", "heldout"])
+    with pytest.raises(ValueError, match="does not exist"):
+        svt.main(["--student", "emt", "--teacher", "emt", "--out", str(tmp_path / "o"), "--heldout",
+                  str(tmp_path / "missing.xyz")])
+
+
 def test_stage_table_runs_in_order(svt):
-    assert list(svt.STAGES) == ["discovery", "kappa"]
+    assert list(svt.STAGES) == ["heldout", "discovery", "kappa", "cost"]
     with pytest.raises(SystemExit):  # argparse: an unknown stage
         svt.parse_args(["--student", "emt", "--teacher", "emt", "--out", "x", "--stages", "nonsense"])

@@ -193,6 +193,8 @@ def test_require_names_a_broken_install_differently_from_a_missing_one(monkeypat
     with pytest.raises(MissingExtraError, match=r"^json cannot be imported: .*json\.absent.*"
                                                 r": pip install 'mlip-torch\[plot\]'$"):
         require("json.absent", "plot")
+    for name in [m for m in sys.modules if m.startswith("matbench_discovery.")]:  # imported by earlier tests
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matbench_discovery", None)
     with pytest.raises(ImportError, match=r"^matbench-discovery is not installed \(needed for x\): "):
         require("matbench_discovery.metrics", "discovery", "x", package="matbench-discovery")
