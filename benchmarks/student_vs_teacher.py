@@ -1,4 +1,4 @@
-"""A distilled student against its teacher: Matbench-Discovery-style discovery and κ, the teacher as the truth.
+"""A distilled student against its teacher: a miniature Matbench Discovery and κ, the teacher as the truth.
 
     python benchmarks/student_vs_teacher.py --student path/to/student.json --teacher chgnet --out svt
     python benchmarks/student_vs_teacher.py --student chgnet --teacher chgnet --out svt-self -n 40  # plumbing
@@ -70,8 +70,8 @@ class Context:
             from mlip.workflows.discovery.teacher_benchmark import truth_calculator
 
             if self.args.teacher == "gpaw":
-                raise ValueError("the teacher must be one calculator for every cell; gpaw's k-points depend on "
-                                 "the cell: use emt, chgnet or package.module:Class")
+                raise ValueError("the teacher must be one calculator for every cell; gpaw's k-points depend "
+                                 "on the cell: use emt, chgnet or package.module:Class")
             make, _, _ = truth_calculator(self.args.teacher, self.teacher_settings)
             self._cache["teacher"] = make(None)
         return self._cache["teacher"]
@@ -103,14 +103,14 @@ def stage_discovery(ctx: Context) -> Dict[str, Any]:
     args = ctx.args
     folder = ctx.out / "discovery"
     bench = Path(args.benchmark_dir) if args.benchmark_dir else folder / "benchmark"
-    manifest = generate_teacher_benchmark(bench, calculator=args.teacher, systems=args.systems, seed=args.seed,
-                                          n_candidates=args.n, calculator_settings=ctx.teacher_settings,
+    manifest = generate_teacher_benchmark(bench, calculator=args.teacher, systems=args.systems,
+                                          seed=args.seed, n_candidates=args.n, calculator_settings=ctx.teacher_settings,
                                           progress=ctx.progress)
     relax = run_discovery_relax(bench / "initial-structures.json.gz", ctx.student(), folder / "relax",
                                 n_shards=1, shard_index=0, progress=ctx.progress, dtype="float64",
                                 device=args.device)
-    joined = join_discovery(folder / "relax", bench / "elemental-references.json", out_dir=folder / "submission",
-                            date=DATE)
+    joined = join_discovery(folder / "relax", bench / "elemental-references.json",
+                            out_dir=folder / "submission", date=DATE)
     scores = discovery_scores(bench, Path(joined["discovery"]), Path(joined["geo_opt"]), folder, ctx.progress)
     return {
         "benchmark": {"folder": str(bench), "systems": manifest["systems"], "seed": manifest["seed"],
@@ -153,9 +153,8 @@ def discovery_scores(bench: Path, predictions: Path, geo_opt: Path, out_dir: Pat
     hd = hull_distances(read_discovery_csv(predictions), ref)
     t, p = hd["each_true"], hd["each_pred"]
     overall = {k: _plain(v) for k, v in guarded_stable_metrics(t, p).items() if k in HEADLINE}
-    rmsd = structure_rmsd(read_geo_opt(geo_opt),
-                          {m.material_id: m.atoms for m in read_structures(bench / "relaxed-structures.json.gz")},
-                          progress=progress)
+    reference = {m.material_id: m.atoms for m in read_structures(bench / "relaxed-structures.json.gz")}
+    rmsd = structure_rmsd(read_geo_opt(geo_opt), reference, progress=progress)
     values = [v for v in rmsd.values() if v is not None]
     per_system = {}
     ids = np.array(hd["ids"])
@@ -224,7 +223,8 @@ def plot_kappa_bars(result: Dict[str, Any], path: Path) -> None:
     ax.set_xticklabels(names)
     ax.set_ylabel("κ at 300 K (W/(m·K))")
     mean = result.get("mean_srme")
-    ax.set_title("student vs teacher" + (f": mean κ_SRME {mean:.3f}" if mean is not None else ""), fontsize=10)
+    ax.set_title("student vs teacher" + (f": mean κ_SRME {mean:.3f}" if mean is not None else ""),
+                 fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, format="png", bbox_inches="tight"))
@@ -246,8 +246,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     from mlip.workflows.kappa_comparison import DEFAULT_MESH, DEFAULT_SUPERCELL, KAPPA_COMPOUNDS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--student", required=True, help="checkpoint path, shipped model name, package.module:Class, "
-                                                    "or emt/chgnet (the teacher as its own student)")
+    p.add_argument("--student", required=True,
+                   help="checkpoint path, shipped model name, package.module:Class, or emt/chgnet (the teacher "
+                        "as its own student)")
     p.add_argument("--teacher", required=True, help="emt, chgnet or package.module:Class")
     p.add_argument("--teacher-setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
                    help="a setting of the teacher calculator (repeatable)")
@@ -257,8 +258,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="device of an mlip student (default: %(default)s)")
     p.add_argument("--systems", nargs="+", metavar="A-B", default=list(DEFAULT_SYSTEMS),
                    help="binary systems of the discovery stage (default: %(default)s)")
-    p.add_argument("-n", type=int, default=100, help="candidates of the discovery stage (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the discovery benchmark (default: %(default)s)")
+    p.add_argument("-n", type=int, default=100,
+                   help="candidates of the discovery stage (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the discovery benchmark (default: %(default)s)")
     p.add_argument("--benchmark-dir", default=None,
                    help="the teacher's discovery benchmark folder, to share between students "
                         "(default: OUT/discovery/benchmark)")

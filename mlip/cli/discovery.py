@@ -117,8 +117,8 @@ def run_teacher_benchmark(args) -> int:
     """Build the miniature benchmark in OUT_DIR with a calculator (the teacher) as the truth."""
     from mlip.workflows.discovery.teacher_benchmark import generate_teacher_benchmark
 
-    m = generate_teacher_benchmark(args.out_dir, calculator=args.calculator, systems=args.systems, seed=args.seed,
-                                   n_candidates=args.n, fmax=args.fmax, steps=args.steps,
+    m = generate_teacher_benchmark(args.out_dir, calculator=args.calculator, systems=args.systems,
+                                   seed=args.seed, n_candidates=args.n, fmax=args.fmax, steps=args.steps,
                                    calculator_settings=dict(args.setting), progress=not args.no_progress)
     print(f"candidates: {m['n_candidates']} ({m['n_stable']} stable, prevalence {m['prevalence']:.3f}) over "
           f"{len(m['systems'])} systems; known hull: {m['n_hull_entries']} entries; {m['wall_time_s']:.1f} s")
@@ -132,7 +132,8 @@ def run_teacher_benchmark(args) -> int:
 def add_parser(subparsers) -> None:
     """Add ``discovery`` with its steps to the ``mlip`` subparsers."""
     p = subparsers.add_parser("discovery",
-                              help="Matbench Discovery: relax, join, metrics, emt-benchmark, teacher-benchmark",
+                              help="Matbench Discovery: relax, join, metrics, emt-benchmark, "
+                                   "teacher-benchmark",
                               description="The Matbench Discovery (IS2RE-SR) pipeline with any model, and "
                                           "miniature offline versions in which EMT or any calculator (a "
                                           "teacher) plays DFT.")
@@ -244,8 +245,8 @@ def _add_teacher_benchmark(dsub) -> None:
                              "binary systems")
     t.add_argument("out_dir", metavar="OUT_DIR")
     t.add_argument("--calculator", required=True,
-                   help="the truth: emt, chgnet (pip install 'mlip-torch[teacher]') or an ASE calculator class "
-                        "'package.module:Class'")
+                   help="the truth: emt, chgnet (pip install 'mlip-torch[teacher]') or an ASE calculator "
+                        "class 'package.module:Class'")
     t.add_argument("--setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
                    help="a calculator setting (repeatable), e.g. use_device=cpu for chgnet")
     t.add_argument("--systems", nargs="+", metavar="A-B", default=list(DEFAULT_SYSTEMS),

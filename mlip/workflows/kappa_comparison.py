@@ -37,7 +37,8 @@ DEFAULT_MESH = 19
 TEMPERATURE = 300.0
 
 
-def kappa_compound(spec: str, supercell: int = DEFAULT_SUPERCELL, mesh: int = DEFAULT_MESH) -> Tuple[str, Atoms]:
+def kappa_compound(spec: str, supercell: int = DEFAULT_SUPERCELL,
+                   mesh: int = DEFAULT_MESH) -> Tuple[str, Atoms]:
     """(id, conventional cell) of a name of :data:`KAPPA_COMPOUNDS` or ``FORMULA:STRUCTURE:A``, with the
     κ settings in ``atoms.info`` (``fc2_supercell``, ``fc3_supercell``: ``supercell``³; ``q_point_mesh``:
     ``mesh``³). ValueError (one line) for an unknown name or a structure ASE cannot build."""
@@ -119,8 +120,8 @@ def compare_kappa(
         row = {"status_model": _status(pred), "status_reference": _status(ref)}
         if row["status_reference"] == "ok":
             scores = kappa_scores(pred, ref, TEMPERATURE)
-            row.update(kappa_model=scores["kappa_pred"], kappa_reference=scores["kappa_ref"], srme=scores["srme"],
-                       sre=scores["sre"], srd=scores["srd"])
+            row.update(kappa_model=scores["kappa_pred"], kappa_reference=scores["kappa_ref"],
+                       srme=scores["srme"], sre=scores["sre"], srd=scores["srd"])
         else:
             row.update(kappa_model=_kappa(pred), kappa_reference=_kappa(ref), srme=None, sre=None, srd=None,
                        note=f"the reference is {row['status_reference']}: no κ to score against")
@@ -159,4 +160,5 @@ def _kappa(record: Optional[Dict[str, Any]]) -> Optional[float]:
     return float(voigt[:3].mean())
 
 
-__all__ = ["DEFAULT_MESH", "DEFAULT_SUPERCELL", "KAPPA_COMPOUNDS", "TEMPERATURE", "compare_kappa", "kappa_compound"]
+__all__ = ["DEFAULT_MESH", "DEFAULT_SUPERCELL", "KAPPA_COMPOUNDS", "TEMPERATURE", "compare_kappa",
+           "kappa_compound"]

@@ -49,7 +49,8 @@ def test_named_compounds_are_conventional_cells_with_their_settings():
         material_id, atoms = kappa_compound(name, supercell=2, mesh=9)
         assert material_id == name and len(atoms) == 8 and atoms.cell.orthorhombic
         assert atoms.symbols.formula.reduce()[0].count() == Formula(formula).count()
-        assert atoms.info == {"fc2_supercell": [2, 2, 2], "fc3_supercell": [2, 2, 2], "q_point_mesh": [9, 9, 9]}
+        assert atoms.info == {"fc2_supercell": [2, 2, 2], "fc3_supercell": [2, 2, 2],
+                              "q_point_mesh": [9, 9, 9]}
     assert kappa_compound(CU)[0] == "Cu-fcc"
 
 

@@ -177,8 +177,8 @@ def generate_emt_benchmark(
     """
     settings = {"seed": int(seed), "fmax": float(fmax), "steps": int(steps), "margin": float(margin),
                 "elements": list(ELEMENTS), "version": 1}
-    return build_benchmark(EMTRecipe(), Path(out_dir), settings, seed=seed, n_candidates=n_candidates, fmax=fmax,
-                           steps=steps, margin=margin, progress=progress)
+    return build_benchmark(EMTRecipe(), Path(out_dir), settings, seed=seed, n_candidates=n_candidates,
+                           fmax=fmax, steps=steps, margin=margin, progress=progress)
 
 
 __all__ = ["ELEMENTS", "EMTRecipe", "MARGIN", "generate_emt_benchmark", "prototype"]

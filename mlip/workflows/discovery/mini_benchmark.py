@@ -51,7 +51,8 @@ FILES = {"initial_structures": "initial-structures.json.gz", "initial_atoms": "i
          "relaxed_structures": "relaxed-structures.json.gz", "summary": "summary.csv.gz",
          "elemental_references": "elemental-references.json", "hull_entries": "hull-entries.json.gz"}
 
-SUMMARY_COLUMNS = ["material_id", "formula", "n_sites", "prototype", "energy", "e_form_per_atom", "e_above_hull"]
+SUMMARY_COLUMNS = ["material_id", "formula", "n_sites", "prototype", "energy", "e_form_per_atom",
+                   "e_above_hull"]
 
 
 class Recipe:
@@ -243,8 +244,8 @@ def build_benchmark(recipe: Recipe, out_dir: Path, settings: Dict[str, Any], see
         relaxed = relaxed_structure(rec)
         e_form = plain_formation_energy(relaxed.get_chemical_symbols(), rec["energy"], refs)
         pd_entries.append(PDEntry(Composition(relaxed.get_chemical_formula()), rec["energy"]))
-        hull_rows.append({"material_id": f"{recipe.name}-ref-{key}", "formula": relaxed.get_chemical_formula(),
-                          "prototype": proto, "energy": rec["energy"], "e_form_per_atom": e_form,
+        hull_rows.append({"material_id": f"{recipe.name}-ref-{key}",
+                          "formula": relaxed.get_chemical_formula(), "prototype": proto, "energy": rec["energy"], "e_form_per_atom": e_form,
                           "structure": structure_dict(relaxed)})
     bar.close()
     groups = recipe.hull_groups()
@@ -267,7 +268,8 @@ def build_benchmark(recipe: Recipe, out_dir: Path, settings: Dict[str, Any], see
     if recipe.record_failures:
         n_rejected["failed"] = 0
     max_attempts = 6 * int(n_candidates) + 50
-    bar = tqdm(total=int(n_candidates), desc="candidates", unit="material", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=int(n_candidates), desc="candidates", unit="material", disable=not progress,
+               dynamic_ncols=True)
     k = 0
     while len(candidates) < int(n_candidates):
         if k >= max_attempts:
@@ -300,14 +302,16 @@ def build_benchmark(recipe: Recipe, out_dir: Path, settings: Dict[str, Any], see
     if recipe.require_both_classes and n_stable == 0:
         raise RuntimeError(f"no stable candidate among {len(candidates)} (seed {seed}): use more candidates")
     if recipe.require_both_classes and n_stable == len(candidates):
-        raise RuntimeError(f"no unstable candidate among {len(candidates)} (seed {seed}): use more candidates")
+        raise RuntimeError(f"no unstable candidate among {len(candidates)} (seed {seed}): "
+                           "use more candidates")
 
     # --- files
     write_benchmark_files(out_dir, candidates, hull_rows, refs, list(recipe.extra_columns))
     manifest = {
         "description": recipe.description,
         **settings,
-        "protocol": {"optimizer": "FIRE", "cell_filter": "FrechetCellFilter", "fmax": fmax, "max_steps": steps},
+        "protocol": {"optimizer": "FIRE", "cell_filter": "FrechetCellFilter", "fmax": fmax,
+                     "max_steps": steps},
         "n_candidates": len(candidates),
         "n_stable": int(n_stable),
         "prevalence": n_stable / len(candidates),
@@ -343,8 +347,8 @@ def _columns(rows: List[dict], keys: List[str]) -> dict:
     return {key: {str(i): row[key] for i, row in enumerate(rows)} for key in keys}
 
 
-def write_benchmark_files(out_dir: Path, candidates: List[dict], hull_rows: List[dict], refs: Dict[str, float],
-                          extra_columns: Sequence[str] = ()) -> None:
+def write_benchmark_files(out_dir: Path, candidates: List[dict], hull_rows: List[dict],
+                          refs: Dict[str, float], extra_columns: Sequence[str] = ()) -> None:
     """Write the files of the module docstring (all but ``benchmark.json``) from the candidates
     (``material_id``, ``formula``, ``n_sites``, ``prototype``, ``energy``, ``e_form_per_atom``,
     ``e_above_hull``, ``initial`` and ``relaxed`` Atoms, and ``extra_columns``), the known hull's
@@ -360,14 +364,15 @@ def write_benchmark_files(out_dir: Path, candidates: List[dict], hull_rows: List
     out_dir = Path(out_dir)
     init_rows = [{"material_id": c["material_id"], "initial_structure": structure_dict(c["initial"])}
                  for c in candidates]
-    write_json(out_dir / FILES["initial_structures"], _columns(init_rows, ["material_id", "initial_structure"]),
-               compress=True)
-    relaxed_rows = [{"material_id": c["material_id"], "structure": structure_dict(c["relaxed"])} for c in candidates]
+    write_json(out_dir / FILES["initial_structures"],
+               _columns(init_rows, ["material_id", "initial_structure"]), compress=True)
+    relaxed_rows = [{"material_id": c["material_id"], "structure": structure_dict(c["relaxed"])}
+                    for c in candidates]
     write_json(out_dir / FILES["relaxed_structures"], _columns(relaxed_rows, ["material_id", "structure"]),
                compress=True)
     write_json(out_dir / FILES["hull_entries"],
-               _columns(hull_rows, ["material_id", "formula", "prototype", "energy", "e_form_per_atom", "structure"]),
-               compress=True)
+               _columns(hull_rows, ["material_id", "formula", "prototype", "energy", "e_form_per_atom",
+                                    "structure"]), compress=True)
     write_json(out_dir / FILES["elemental_references"], refs)
 
     frames = []
@@ -387,5 +392,5 @@ def write_benchmark_files(out_dir: Path, candidates: List[dict], hull_rows: List
     write_text(out_dir / FILES["summary"], buf.getvalue(), compress=True)
 
 
-__all__ = ["FILES", "MARGIN", "Recipe", "ReferenceCache", "SUMMARY_COLUMNS", "build_benchmark", "claim_folder",
-           "perturbed", "relaxed_structure", "write_benchmark_files"]
+__all__ = ["FILES", "MARGIN", "Recipe", "ReferenceCache", "SUMMARY_COLUMNS", "build_benchmark",
+           "claim_folder", "perturbed", "relaxed_structure", "write_benchmark_files"]

@@ -50,8 +50,8 @@ from mlip.workflows.discovery.mini_benchmark import MARGIN, Recipe, build_benchm
 #: the default binary systems: one per family (module docstring)
 DEFAULT_SYSTEMS = ("Mg-O", "Na-Cl", "Al-Ni", "Zn-S", "Ti-N", "Si-Ge", "Li-F", "Cu-Au")
 #: prototypes of the known hull: (name in :data:`mlip.data.chemistries.PROTOTYPES`, both decorations)
-KNOWN_PROTOTYPES = (("rocksalt", False), ("cesium_chloride", False), ("zincblende", False), ("fluorite", True),
-                    ("L1_2", True))
+KNOWN_PROTOTYPES = (("rocksalt", False), ("cesium_chloride", False), ("zincblende", False),
+                    ("fluorite", True), ("L1_2", True))
 #: prototypes of the candidates (same form); B2 is CsCl and the anti-structures are the swapped decorations
 CANDIDATE_PROTOTYPES = (("wurtzite", False), ("L1_0", False), ("rutile", True), ("ReO3", True),
                         ("corundum", True))
@@ -145,7 +145,8 @@ class TeacherRecipe(Recipe):
             phases[name] = atoms
         if element in MOLECULAR:
             d = covalent_sum(element, element)
-            atoms = Atoms([element] * 2, positions=[[0, 0, 0], [d, 0, 0]], cell=np.eye(3) * DIMER_BOX, pbc=True)
+            atoms = Atoms([element] * 2, positions=[[0, 0, 0], [d, 0, 0]], cell=np.eye(3) * DIMER_BOX,
+                          pbc=True)
             atoms.center()
             phases["dimer"] = atoms
         return phases
@@ -163,7 +164,8 @@ class TeacherRecipe(Recipe):
     @staticmethod
     def _decorations(system: Tuple[str, str], prototypes) -> List[Tuple[str, Tuple[str, str]]]:
         a, b = system
-        return [(proto, order) for proto, both in prototypes for order in ([(a, b), (b, a)] if both else [(a, b)])]
+        return [(proto, order) for proto, both in prototypes
+                for order in ([(a, b), (b, a)] if both else [(a, b)])]
 
     def known_compounds(self, elements: Dict[str, Atoms]) -> List[Tuple[str, str, Atoms]]:
         from mlip.data.chemistries import Composition
@@ -172,7 +174,8 @@ class TeacherRecipe(Recipe):
         for system in self.systems:
             for proto, order in self._decorations(system, KNOWN_PROTOTYPES):
                 formula = Composition("binary", proto, order, False).formula
-                out.append((f"{'-'.join(system)}-{proto}-{formula}", proto, self.decoration(system, proto, order)))
+                key = f"{'-'.join(system)}-{proto}-{formula}"
+                out.append((key, proto, self.decoration(system, proto, order)))
         return out
 
     def hull_groups(self) -> Dict[str, Tuple[str, ...]]:
@@ -280,4 +283,5 @@ def generate_teacher_benchmark(
 
 
 __all__ = ["CANDIDATE_PROTOTYPES", "DEFAULT_SYSTEMS", "DIMER_BOX", "KNOWN_PROTOTYPES", "SUBSTITUTION_SIZE",
-           "TeacherRecipe", "check_elements", "generate_teacher_benchmark", "parse_systems", "truth_calculator"]
+           "TeacherRecipe", "check_elements", "generate_teacher_benchmark", "parse_systems",
+           "truth_calculator"]

@@ -62,8 +62,8 @@ def test_files_systems_and_hull_distances(bench):
     assert manifest["n_candidates"] == N and 1 <= manifest["n_stable"] < N  # F1 is defined
     assert manifest["systems"] == SYSTEMS and manifest["calculator"]["calculator"] == "emt"
     summary = pd.read_csv(out / "summary.csv.gz")
-    assert list(summary.columns) == ["material_id", "formula", "n_sites", "prototype", "energy", "e_form_per_atom",
-                                     "e_above_hull", "system"]
+    assert list(summary.columns) == ["material_id", "formula", "n_sites", "prototype", "energy",
+                                     "e_form_per_atom", "e_above_hull", "system"]
     assert set(summary.system) <= set(SYSTEMS)
     assert (summary.e_above_hull.abs() >= MARGIN).all()
     refs = json.loads((out / "elemental-references.json").read_text())
@@ -91,9 +91,11 @@ def test_teacher_as_student_is_perfect(bench, tmp_path):
     run = tmp_path / "run"
     run_discovery_relax(out / "initial-structures.json.gz", "ase.calculators.emt:EMT", run, n_shards=1,
                         shard_index=0, progress=False)
-    joined = join_discovery(run, out / "elemental-references.json", out_dir=tmp_path / "sub", date="2000-01-01")
+    joined = join_discovery(run, out / "elemental-references.json", out_dir=tmp_path / "sub",
+                            date="2000-01-01")
     result = discovery_metrics(joined["discovery"], out / "summary.csv.gz", geo_opt=joined["geo_opt"],
-                               reference_structures=out / "relaxed-structures.json.gz", plot=False, progress=False)
+                               reference_structures=out / "relaxed-structures.json.gz", plot=False,
+                               progress=False)
     full = result["full_test_set"]
     assert full["F1"] == 1.0 and full["FP"] == 0 and full["FN"] == 0
     assert full["MAE"] <= ROUNDING
@@ -157,7 +159,8 @@ def test_reference_cache_records_a_failure_once(tmp_path):
     atoms = bulk("Cu", "fcc", a=3.6)
     record = cache.relax("cand-00001", atoms)
     assert record["failed"] and not record["converged"] and "SCF did not converge" in record["error"]
-    again = ReferenceCache(tmp_path, broken, fmax=0.05, steps=10, record_failures=True).relax("cand-00001", atoms)
+    reopened = ReferenceCache(tmp_path, broken, fmax=0.05, steps=10, record_failures=True)
+    again = reopened.relax("cand-00001", atoms)
     assert again["failed"] and len(calls) == 1  # stored: not recomputed
     strict = ReferenceCache(tmp_path / "strict", broken, fmax=0.05, steps=10)
     with pytest.raises(RuntimeError, match="SCF"):
