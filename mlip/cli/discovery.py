@@ -227,12 +227,18 @@ def _add_emt_benchmark(dsub) -> None:
     """``mlip discovery emt-benchmark``."""
     e = dsub.add_parser("emt-benchmark", help="build the miniature benchmark in which EMT plays DFT")
     e.add_argument("out_dir", metavar="OUT_DIR")
-    e.add_argument("--seed", type=int, default=0, help="default: %(default)s")
-    e.add_argument("-n", type=positive_int, default=300, help="number of candidates (default: %(default)s)")
-    e.add_argument("--fmax", type=positive_float, default=0.02, help="eV/Å (default: %(default)s)")
-    e.add_argument("--steps", type=positive_int, default=500, help="default: %(default)s")
-    e.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_benchmark_options(e, candidates=300)
     e.set_defaults(func=run_emt_benchmark)
+
+
+def _add_benchmark_options(p, candidates: int) -> None:
+    """The options both miniature benchmarks share: seed, number of candidates, relaxation settings."""
+    p.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    p.add_argument("-n", type=positive_int, default=candidates,
+                   help="number of candidates (default: %(default)s)")
+    p.add_argument("--fmax", type=positive_float, default=0.02, help="eV/Å (default: %(default)s)")
+    p.add_argument("--steps", type=positive_int, default=500, help="default: %(default)s")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def _add_teacher_benchmark(dsub) -> None:
@@ -251,9 +257,5 @@ def _add_teacher_benchmark(dsub) -> None:
                    help="a calculator setting (repeatable), e.g. use_device=cpu for chgnet")
     t.add_argument("--systems", nargs="+", metavar="A-B", default=list(DEFAULT_SYSTEMS),
                    help="binary systems (default: %(default)s)")
-    t.add_argument("--seed", type=int, default=0, help="default: %(default)s")
-    t.add_argument("-n", type=positive_int, default=100, help="number of candidates (default: %(default)s)")
-    t.add_argument("--fmax", type=positive_float, default=0.02, help="eV/Å (default: %(default)s)")
-    t.add_argument("--steps", type=positive_int, default=500, help="default: %(default)s")
-    t.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_benchmark_options(t, candidates=100)
     t.set_defaults(func=run_teacher_benchmark)

@@ -8,14 +8,14 @@ must compute nothing; the entries a killed run lost must be recomputed and nothi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from mlip.testing import script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dft_validation.py"
 
@@ -29,14 +29,8 @@ TINY = ["--elements", "Cu", "Au", "--no-progress", "--eos-volumes", "0.9", "1.1"
 
 @pytest.fixture(scope="module")
 def dv():
-    spec = importlib.util.spec_from_file_location("dft_validation", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
+    with script_module(SCRIPT) as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,12 @@ nothing; a run of one stage keeps the others' results; bad inputs are refused be
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from mlip.testing import script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "student_vs_teacher.py"
 
@@ -28,14 +28,8 @@ ROUNDING = 5e-5  # half the last of the 4 decimals of the submission file, eV/at
 
 @pytest.fixture(scope="module")
 def svt():
-    spec = importlib.util.spec_from_file_location("student_vs_teacher", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
+    with script_module(SCRIPT) as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """examples/recipes/train_on_budget.py: the epochs are those that fit the budget, and the run trains them."""
 
-import importlib.util
 import json
 import re
 import tempfile
@@ -8,16 +7,11 @@ from pathlib import Path
 
 from ase.io import write
 
-from mlip.testing import emt_cells
+from mlip.testing import emt_cells, script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "train_on_budget.py"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("train_on_budget", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _config(tmp_path) -> Path:
@@ -38,8 +32,10 @@ def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     out = tmp_path / "run"
-    assert _script().main([str(config), "--minutes", "0.05", "--data-dir", str(tmp_path),
-                           "--out-dir", str(out), "--calibration-steps", "8"]) == 0
+    with script_module(SCRIPT) as script:
+        code = script.main([str(config), "--minutes", "0.05", "--data-dir", str(tmp_path),
+                            "--out-dir", str(out), "--calibration-steps", "8"])
+    assert code == 0
     printed = capsys.readouterr().out
     m = re.search(r"calibration: (\d+) ms per step, (\d+) s per epoch: (\d+) epochs in 0.05 min", printed)
     assert m, printed
