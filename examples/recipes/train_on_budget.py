@@ -41,10 +41,15 @@ def main(argv=None) -> int:
     if args.device:
         config.device = args.device
 
+    if not config.data.train or not config.data.valid:
+        parser.error("the config needs data.train and data.valid (files in --data-dir)")
+
     def load(name):
         path = Path(args.data_dir) / name
         if not path.is_file() and Path(str(path) + ".gz").is_file():
             path = Path(str(path) + ".gz")
+        if not path.is_file():
+            parser.error(f"no data file {path} (nor {path}.gz)")
         return read_dataset(path, energy_key=config.data.energy_key, forces_key=config.data.forces_key,
                             stress_key=config.data.stress_key)
 
