@@ -33,10 +33,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmarks' helpers
 
 JSON_NAME = "student_vs_teacher.json"
 #: the date of the submission files (fixed, so that reruns rewrite the same files)
@@ -237,37 +240,23 @@ def stage_heldout(ctx: Context) -> Dict[str, Any]:
     """The student's errors against the labels of ``--heldout`` files (the teacher's on compositions that
     training never saw, and any other reference, e.g. an independent model's or DFT's on the same
     frames), overall and per ``family`` and ``config_type`` of the frames, in float64."""
-    import numpy as np
-
     from mlip.data import read_dataset
-    from mlip.training.evaluation import error_metrics, flatten_predictions
+    from mlip.training.evaluation import evaluate_groups
+
+    def groups_of(sample) -> List[str]:
+        info = sample.atoms.info
+        return [f"{key}:{info[key]}" for key in ("family", "config_type") if key in info]
+
+    def plain(metrics):
+        return {k: _plain(v) for k, v in metrics.items()}
 
     calc = ctx.student()
     results = {}
     for path in ctx.args.heldout:
         samples = read_dataset(path)
-        per = {"samples": [], "energies": [], "forces": [], "stresses": []}
-        for s in samples:
-            atoms = s.atoms.copy()
-            atoms.calc = calc
-            per["samples"].append(s)
-            per["energies"].append(float(atoms.get_potential_energy()))
-            per["forces"].append(np.asarray(atoms.get_forces()))
-            per["stresses"].append(np.asarray(atoms.get_stress()) if atoms.cell.rank == 3 and all(atoms.pbc)
-                                   else np.full(6, np.nan))
-        groups: Dict[str, List[int]] = {}
-        for k, s in enumerate(samples):
-            for key in ("family", "config_type"):
-                if key in s.atoms.info:
-                    groups.setdefault(f"{key}:{s.atoms.info[key]}", []).append(k)
-
-        def metrics_of(indices):
-            cols = [[per[c][k] for k in indices] for c in ("samples", "energies", "forces", "stresses")]
-            return {k: _plain(v) for k, v in error_metrics(flatten_predictions(*cols)).items()}
-
-        results[str(path)] = {"n": len(samples), "overall": metrics_of(range(len(samples))),
-                              "groups": {g: {"n": len(ix), **metrics_of(ix)}
-                                         for g, ix in sorted(groups.items())}}
+        overall, groups = evaluate_groups(calc, samples, groups_of, dtype="float64")
+        results[str(path)] = {"n": len(samples), "overall": plain(overall),
+                              "groups": {g: {"n": n, **plain(m)} for g, (n, m) in groups.items()}}
     return {"files": results, "dtype": "float64 (mlip students)",
             "units": "meV/atom (energy), meV/Å (forces), meV/Å³ (stress)"}
 
@@ -278,8 +267,8 @@ def stage_cost(ctx: Context) -> Dict[str, Any]:
     on the κ compounds' conventional cells repeated to about 64 and 512 atoms, timed in alternating rounds
     in one run (the minimum over rounds of the median of ``--cost-repeats`` calls; positions moved before
     each call), and their ratio."""
-    import numpy as np
     import torch
+    from platonic_md_step import time_steps  # the timing of the MD-step benchmarks
 
     from mlip.workflows.kappa_comparison import kappa_compound
 
@@ -299,31 +288,13 @@ def stage_cost(ctx: Context) -> Dict[str, Any]:
     for _ in range(args.cost_rounds):
         for key, atoms in cells.items():
             for who, calc in (("student", student), ("teacher", teacher)):
-                times[key][who].append(_seconds_per_call(calc, atoms.copy(), args.cost_repeats, np))
+                times[key][who].append(time_steps(calc, atoms.copy(), args.cost_repeats))
     out = {}
     for key, t in times.items():
         s, te = min(t["student"]), min(t["teacher"])
         out[key] = {"student_s": s, "teacher_s": te, "teacher_over_student": te / s}
     return {"cells": out, "threads": args.cost_threads, "rounds": args.cost_rounds,
             "repeats": args.cost_repeats, "student_dtype": "float32"}
-
-
-def _seconds_per_call(calc, atoms, repeats: int, np) -> float:
-    """Median seconds of an energy+forces+stress call, after 2 warm-up calls, positions moved each time."""
-    import time as _time
-
-    atoms.calc = calc
-    rng = np.random.default_rng(0)
-    values = []
-    for k in range(repeats + 2):
-        atoms.positions += rng.normal(scale=1e-3, size=atoms.positions.shape)
-        t0 = _time.perf_counter()
-        atoms.get_potential_energy()
-        atoms.get_forces()
-        atoms.get_stress()
-        if k >= 2:
-            values.append(_time.perf_counter() - t0)
-    return float(np.median(values))
 
 
 # ------------------------------------------------------------------------------------------ driver
