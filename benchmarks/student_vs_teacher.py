@@ -15,10 +15,15 @@ Stages (``--stages``, default all; each resumable, a rerun recomputes nothing th
   elemental references, and ``metrics`` scores its hull distances against the teacher's: F1, precision,
   recall, DAF, MAE, RMSE, R², RMSD of the relaxed structures, per system too; plot
   ``OUT/discovery/hull-distance-parity.png``;
+* ``heldout``: the student's errors against ``--heldout`` files, per ``family`` and ``config_type``;
+* ``dft``: student and teacher against first-principles labels (``--dft``, e.g. the Si–Ge GPAW set),
+  energies after per-element offsets fitted on each file (the codes' zeros of energy differ);
 * ``kappa``: κ(300 K) of ``--kappa-compounds`` (default Si, NaCl, MgO) by the student and by the teacher
   through the package's κ protocol (:func:`mlip.workflows.kappa_comparison.compare_kappa`: conventional
   cell, ``--kappa-supercell``-fold fc2/fc3 supercells, ``--kappa-mesh``³ q-mesh) and the student's
-  κ_SRME against the teacher; plot ``OUT/kappa/kappa-bars.png``.
+  κ_SRME against the teacher; plot ``OUT/kappa/kappa-bars.png``;
+* ``cost``: seconds per energy+forces+stress call of student and teacher at about 64 and 512 atoms,
+  alternating in one run.
 
 ``OUT/student_vs_teacher.json`` holds every stage's results (a run of some stages keeps the others'
 earlier results), with the wall time of each stage in this run and what it computed. More stages plug
@@ -261,6 +266,34 @@ def stage_heldout(ctx: Context) -> Dict[str, Any]:
             "units": "meV/atom (energy), meV/Å (forces), meV/Å³ (stress)"}
 
 
+# ------------------------------------------------------------------------------------------ against DFT
+def stage_dft(ctx: Context) -> Dict[str, Any]:
+    """Student and teacher against first-principles labels of ``--dft`` files (e.g. the Si–Ge GPAW PBE
+    set), overall and per ``config_type``, in float64. Energies are compared after removing per-element
+    offsets fitted on each file (``evaluate_groups(align_energies=True)``): GPAW's PAW energies and the
+    Materials Project's, which a foundation teacher imitates, have different zeros for every element.
+    Forces and stress are compared as they are."""
+    from mlip.data import read_dataset
+    from mlip.training.evaluation import evaluate_groups
+
+    def groups_of(sample) -> List[str]:
+        return [f"config_type:{sample.atoms.info.get('config_type', 'unknown')}"]
+
+    results = {}
+    for path in ctx.args.dft:
+        samples = read_dataset(path)
+        entry = {"n": len(samples)}
+        for who, calc in (("student", ctx.student()), ("teacher", ctx.teacher())):
+            overall, groups = evaluate_groups(calc, samples, groups_of, dtype="float64", align_energies=True)
+            entry[who] = {"overall": {k: _plain(v) for k, v in overall.items()},
+                          "groups": {g: {"n": n, **{k: _plain(v) for k, v in m.items()}}
+                                     for g, (n, m) in groups.items()}}
+        results[str(path)] = entry
+    return {"files": results, "dtype": "float64 (mlip students)",
+            "energies": "after per-element offsets fitted on each file (energy_offset_<element>_eV)",
+            "units": "meV/atom (energy), meV/Å (forces), meV/Å³ (stress)"}
+
+
 # ------------------------------------------------------------------------------------------ cost
 def stage_cost(ctx: Context) -> Dict[str, Any]:
     """Seconds per energy+forces+stress call of the student (float32, as MD runs it) and of the teacher
@@ -301,6 +334,7 @@ def stage_cost(ctx: Context) -> Dict[str, Any]:
 #: the stages in running order: name → function of the Context returning a JSON-able dict
 STAGES: Dict[str, Callable[[Context], Dict[str, Any]]] = {
     "heldout": stage_heldout,
+    "dft": stage_dft,
     "discovery": stage_discovery,
     "kappa": stage_kappa,
     "cost": stage_cost,
@@ -325,6 +359,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--heldout", nargs="+", default=[], metavar="FILE",
                    help="labelled extxyz files for the heldout stage: the teacher's labels of structures "
                         "training never saw, or another reference's")
+    p.add_argument("--dft", nargs="+", default=[], metavar="FILE",
+                   help="first-principles labelled extxyz files for the dft stage (student and teacher "
+                        "against them, energies aligned per element), e.g. the Si-Ge GPAW PBE set")
     p.add_argument("--cost-threads", type=int, default=2,
                    help="torch threads of the cost stage (default: %(default)s)")
     p.add_argument("--cost-rounds", type=int, default=2, help="alternating rounds of the cost stage")
@@ -356,12 +393,14 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     args = parse_args(argv)
     if args.stages is None:
-        args.stages = [name for name in STAGES if name != "heldout" or args.heldout]
-    if "heldout" in args.stages and not args.heldout:
-        raise ValueError("the heldout stage needs --heldout FILE [FILE ...] (labelled extxyz)")
-    for path in args.heldout:
-        if not Path(path).is_file():
-            raise ValueError(f"--heldout file {path} does not exist")
+        files = {"heldout": args.heldout, "dft": args.dft}
+        args.stages = [name for name in STAGES if files.get(name, True)]
+    for stage, files in (("heldout", args.heldout), ("dft", args.dft)):
+        if stage in args.stages and not files:
+            raise ValueError(f"the {stage} stage needs --{stage} FILE [FILE ...] (labelled extxyz)")
+        for path in files:
+            if not Path(path).is_file():
+                raise ValueError(f"--{stage} file {path} does not exist")
     if "discovery" in args.stages:  # bad inputs refused before anything runs
         parse_systems(args.systems)
         if args.n < 1:
@@ -415,6 +454,11 @@ def summary_line(name: str, result: Dict[str, Any]) -> str:
         return "; ".join(f"{Path(f).name}: energy {r['overall']['energy_mae_meV_per_atom']:.1f} meV/atom, "
                          f"forces {r['overall']['forces_mae_meV_per_A']:.1f} meV/Å MAE"
                          for f, r in result["files"].items())
+    if name == "dft":
+        return "; ".join(f"{Path(f).name}: " + ", ".join(
+            f"{who} energy {r[who]['overall']['energy_mae_meV_per_atom']:.1f} meV/atom (aligned), forces "
+            f"{r[who]['overall']['forces_mae_meV_per_A']:.1f} meV/Å MAE" for who in ("student", "teacher"))
+            for f, r in result["files"].items())
     if name == "cost":
         return "; ".join(f"{k} student {1e3 * c['student_s']:.1f} ms, teacher {1e3 * c['teacher_s']:.1f} ms "
                          f"({c['teacher_over_student']:.2f}×)" for k, c in result["cells"].items())

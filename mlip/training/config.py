@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from mlip.keys import expected_type, matches_type, type_error_message, unknown_keys_message
 
@@ -58,7 +58,10 @@ class OptimizerConfig:
 @dataclass
 class DataConfig:
     """``train``: a file ``mlip.data``/ASE can read; ``valid``: a file, or else ``valid_fraction`` of
-    ``train`` split off with ``seed``; label keys default to ASE's energy/forces/stress."""
+    ``train`` split off with ``seed``; label keys default to ASE's energy/forces/stress.
+    ``exclude_config_types``: frames whose ``config_type`` is one of these are left out of training
+    and validation (e.g. ``[compressed]`` for a teacher without a repulsive wall); the run prints how
+    many, and a name no frame carries is an error."""
 
     train: Optional[str] = None
     valid: Optional[str] = None
@@ -66,6 +69,7 @@ class DataConfig:
     energy_key: Optional[str] = None
     forces_key: Optional[str] = None
     stress_key: Optional[str] = None
+    exclude_config_types: List[str] = field(default_factory=list)
 
 
 @dataclass

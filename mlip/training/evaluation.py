@@ -116,17 +116,42 @@ def evaluate(model, samples: Sequence, batch_size: int = 16, dtype: str = "float
     return error_metrics(predictions(model, list(samples), batch_size, dtype, device, on_batch))
 
 
+def energy_offsets(samples: Sequence, energies: Sequence[float]) -> Dict[int, float]:
+    """Per-element constants δ_Z (eV per atom of element Z) minimising Σ_s (E_s − Ê_s − Σ_{i∈s} δ_{Z_i})²
+    over the labelled ``samples`` (E_s) and predicted total ``energies`` (Ê_s): what separates two
+    methods whose zero of energy differs element by element (another code's pseudopotentials, a
+    model fitted to corrected energies). ``{atomic number: δ}``."""
+    from mlip.training.reference_energies import composition_matrix, per_element_least_squares
+
+    numbers = sorted({int(z) for s in samples for z in atoms_of(s).numbers})
+    residuals = [labels_of(s, f"structure {k}").energy - float(e)
+                 for k, (s, e) in enumerate(zip(samples, energies))]
+    offsets = per_element_least_squares(composition_matrix(samples, numbers), np.array(residuals))
+    return {z: float(d) for z, d in zip(numbers, offsets)}
+
+
 def evaluate_groups(model, samples: Sequence, group_of: Callable[[object], Union[str, Iterable[str]]],
-                    batch_size: int = 16, dtype: str = "float32",
-                    device="cpu") -> Tuple[Dict[str, float], Dict[str, Tuple[int, Dict[str, float]]]]:
+                    batch_size: int = 16, dtype: str = "float32", device="cpu", align_energies: bool = False
+                    ) -> Tuple[Dict[str, float], Dict[str, Tuple[int, Dict[str, float]]]]:
     """:func:`evaluate` on all ``samples`` and on groups of them, from one prediction pass.
 
     ``group_of(sample)`` names the group of a sample, or several (a sample may count in more than one,
     e.g. ``cluster`` and ``dimer``). Returns the metrics of all samples and ``{group: (n_structures,
-    metrics)}``, groups in sorted order.
+    metrics)}``, groups in sorted order. With ``align_energies`` the predicted energies are first
+    shifted by the per-element :func:`energy_offsets` fitted on all ``samples`` (for labels of another
+    code, whose energy zero differs per element), and the overall metrics list the offsets as
+    ``energy_offset_<element>_eV``; forces and stress are not changed.
     """
+    from ase.data import chemical_symbols
+
     samples = list(samples)
     per_structure = structure_predictions(model, samples, batch_size, dtype, device)
+    offsets = {}
+    if align_energies:
+        offsets = energy_offsets(samples, per_structure[1])
+        shifted = [e + sum(offsets[int(z)] for z in atoms_of(s).numbers)
+                   for s, e in zip(samples, per_structure[1])]
+        per_structure = (per_structure[0], shifted, per_structure[2], per_structure[3])
     members = defaultdict(list)
     for k, sample in enumerate(samples):
         names = group_of(sample)
@@ -136,8 +161,9 @@ def evaluate_groups(model, samples: Sequence, group_of: Callable[[object], Union
     def metrics_of(indices):
         return error_metrics(flatten_predictions(*([column[k] for k in indices] for column in per_structure)))
 
-    return (error_metrics(flatten_predictions(*per_structure)),
-            {name: (len(members[name]), metrics_of(members[name])) for name in sorted(members)})
+    overall = error_metrics(flatten_predictions(*per_structure))
+    overall.update({f"energy_offset_{chemical_symbols[z]}_eV": d for z, d in offsets.items()})
+    return overall, {name: (len(members[name]), metrics_of(members[name])) for name in sorted(members)}
 
 
 def parity_plot(preds: Dict, path, title: Optional[str] = None) -> None:

@@ -36,8 +36,14 @@ def fit_reference_energies(samples: Sequence, species_numbers: Sequence[int], ri
     """
     counts = composition_matrix(samples, species_numbers)
     energies = np.array([labels_of(s, f"structure {i}").energy for i, s in enumerate(samples)])
+    return per_element_least_squares(counts, energies, ridge)
+
+
+def per_element_least_squares(counts: np.ndarray, values: np.ndarray, ridge: float = 1e-8) -> np.ndarray:
+    """c [n_species] minimising Σ_s (values[s] − Σ_k counts[s, k] c[k])² (counts [n_structures,
+    n_species]), with a tiny ridge term relative to the mean diagonal of countsᵀcounts."""
     a = counts.T @ counts + ridge * np.eye(counts.shape[1]) * max(1.0, np.trace(counts.T @ counts) / counts.shape[1])
-    return np.linalg.solve(a, counts.T @ energies)
+    return np.linalg.solve(a, counts.T @ np.asarray(values, dtype=float))
 
 
 def is_isolated_atom(atoms, cutoff: float) -> bool:

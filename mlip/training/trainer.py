@@ -164,6 +164,30 @@ def _read(path: str, config: TrainConfig) -> list:
     return list(read_dataset(path, **keys))
 
 
+def _config_type(sample) -> str:
+    return str(atoms_of(sample).info.get("config_type", ""))
+
+
+def _exclude_config_types(names: Sequence[str], train_samples: list, valid_samples: list, report: bool):
+    """``(train, valid)`` without the frames whose ``config_type`` is in ``names``
+    (``data.exclude_config_types``); prints the counts left out when ``report``. ValueError for a
+    name that no frame carries (a misspelt name would otherwise exclude nothing)."""
+    names = {str(n) for n in names}
+    present = {_config_type(s) for s in train_samples + valid_samples}
+    missing = sorted(names - present)
+    if missing:
+        listed = ", ".join(map(repr, missing))
+        raise ValueError(f"data.exclude_config_types: no frame has config_type {listed} "
+                         f"(present: {', '.join(sorted(t for t in present if t)) or 'none'})")
+    kept_train = [s for s in train_samples if _config_type(s) not in names]
+    kept_valid = [s for s in valid_samples if _config_type(s) not in names]
+    if report:
+        print(f"data: left out {len(train_samples) - len(kept_train)} training and "
+              f"{len(valid_samples) - len(kept_valid)} validation frames of config_type "
+              f"{', '.join(sorted(names))} (data.exclude_config_types)", flush=True)
+    return kept_train, kept_valid
+
+
 def _refuse_differences(where: str, checks) -> None:
     """ValueError naming the first ``(what, config's model, checkpoint)`` pair whose two values differ."""
     for what, mine, theirs in checks:
@@ -419,6 +443,9 @@ def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_sampl
                                                                  config.seed)
     train_samples = list(train_samples)
     valid_samples = list(valid_samples or [])
+    if config.data.exclude_config_types:
+        train_samples, valid_samples = _exclude_config_types(config.data.exclude_config_types, train_samples,
+                                                             valid_samples, dist.is_main)
     if not train_samples:
         raise ValueError("the training set is empty")
     for i, s in enumerate(train_samples):

@@ -138,15 +138,47 @@ def test_heldout_errors_per_kind_and_family(svt, tmp_path):
     assert np.isclose(overall["forces_mae_meV_per_A"], 0, atol=1e-3)
 
 
+def test_dft_stage_aligns_each_codes_energy_zero_per_element(svt, tmp_path):
+    """The dft stage: labels of "another code" (EMT shifted by +0.3 eV per Cu and −0.2 eV per Au atom)
+    against student and teacher (both EMT here): the offsets are found, the aligned energy and the force
+    errors vanish, and the frames are grouped by config_type."""
+    from ase.calculators.singlepoint import SinglePointCalculator
+    from ase.io import write
+
+    from mlip.testing import emt_cells
+
+    frames = emt_cells(8, seed=4)
+    for k, atoms in enumerate(frames):
+        results = dict(atoms.calc.results)
+        results["energy"] += sum(0.3 if z == 29 else -0.2 for z in atoms.numbers)
+        atoms.calc = SinglePointCalculator(atoms, **results)
+        atoms.info["config_type"] = "crystal" if k < 5 else "rattled"
+    write(tmp_path / "dft.xyz", frames)
+    report = svt.main(["--student", "ase.calculators.emt:EMT", "--teacher", "emt", "--out", str(tmp_path / "o"),
+                       "--stages", "dft", "--dft", str(tmp_path / "dft.xyz"), "--no-progress"])
+    result = report["stages"]["dft"]["files"][str(tmp_path / "dft.xyz")]
+    assert result["n"] == 8
+    for who in ("student", "teacher"):
+        overall = result[who]["overall"]
+        assert overall["energy_offset_Cu_eV"] == pytest.approx(0.3, abs=1e-5)
+        assert overall["energy_offset_Au_eV"] == pytest.approx(-0.2, abs=1e-5)
+        assert overall["energy_mae_meV_per_atom"] == pytest.approx(0, abs=1e-3)
+        assert overall["forces_mae_meV_per_A"] == pytest.approx(0, abs=1e-3)
+        assert {g: v["n"] for g, v in result[who]["groups"].items()} == {
+            "config_type:crystal": 5, "config_type:rattled": 3}
+
+
 def test_heldout_needs_files(svt, tmp_path):
     with pytest.raises(ValueError, match="needs --heldout"):
         svt.main(["--student", "emt", "--teacher", "emt", "--out", str(tmp_path / "o"), "--stages", "heldout"])
+    with pytest.raises(ValueError, match="needs --dft"):
+        svt.main(["--student", "emt", "--teacher", "emt", "--out", str(tmp_path / "o"), "--stages", "dft"])
     with pytest.raises(ValueError, match="does not exist"):
         svt.main(["--student", "emt", "--teacher", "emt", "--out", str(tmp_path / "o"), "--heldout",
                   str(tmp_path / "missing.xyz")])
 
 
 def test_stage_table_runs_in_order(svt):
-    assert list(svt.STAGES) == ["heldout", "discovery", "kappa", "cost"]
+    assert list(svt.STAGES) == ["heldout", "dft", "discovery", "kappa", "cost"]
     with pytest.raises(SystemExit):  # argparse: an unknown stage
         svt.parse_args(["--student", "emt", "--teacher", "emt", "--out", "x", "--stages", "nonsense"])

@@ -294,6 +294,30 @@ def test_evaluate_groups_equals_evaluating_each_group_on_its_own(samples):
             assert metrics[key] == pytest.approx(value, rel=1e-12, nan_ok=True), (name, key)
 
 
+def test_aligned_energies_remove_per_element_offsets_and_leave_forces(samples):
+    """align_energies: labels of "another code" (EMT shifted by +1.0 eV per Cu and −0.5 eV per Au atom)
+    against EMT itself. The fitted offsets are those constants, the aligned energy error vanishes, and
+    forces and stress are the same with or without alignment; without it, the energy error is the shift."""
+    from mlip.training.evaluation import evaluate_groups
+
+    shift = {29: 1.0, 79: -0.5}
+    shifted = []
+    for atoms in samples[:12]:
+        a = atoms.copy()
+        results = dict(atoms.calc.results)
+        results["energy"] += sum(shift[int(z)] for z in a.numbers)
+        a.calc = SinglePointCalculator(a, **results)
+        shifted.append(a)
+    plain, _ = evaluate_groups(EMT(), shifted, lambda a: "all", dtype="float64")
+    aligned, groups = evaluate_groups(EMT(), shifted, lambda a: "all", dtype="float64", align_energies=True)
+    assert aligned["energy_offset_Cu_eV"] == pytest.approx(1.0, abs=1e-6)
+    assert aligned["energy_offset_Au_eV"] == pytest.approx(-0.5, abs=1e-6)
+    assert aligned["energy_mae_meV_per_atom"] < 1e-3 and groups["all"][1]["energy_mae_meV_per_atom"] < 1e-3
+    assert plain["energy_mae_meV_per_atom"] > 100
+    for key in ("forces_mae_meV_per_A", "stress_mae_meV_per_A3"):
+        assert aligned[key] == plain[key] and plain[key] < 1e-9
+
+
 def test_batches_mixing_crystals_and_clusters_train_with_finite_gradients(tmp_path, samples):
     """A cluster has no stress (NaN); training a stress loss on a batch that holds one must not turn
     the gradients into NaN."""
@@ -530,3 +554,25 @@ def test_validation_without_stress_labels_trains_and_checkpoints(tmp_path, sampl
     assert metrics["valid_stress_mae_meV_per_A3"] is None
     assert metrics["valid_forces_mae_meV_per_A"] > 0
     assert json.loads((tmp_path / "nostress" / "metrics.json").read_text())[0]["valid_stress_mae_meV_per_A3"] is None
+
+
+def test_exclude_config_types_leaves_those_frames_out_and_refuses_unknown_kinds(tmp_path, samples, capsys):
+    """data.exclude_config_types drops the named kinds from both sides (a teacher's compressed dimers
+    without a repulsive wall), says how many, and a misspelt kind is an error, not a no-op."""
+    def tagged(atoms, kind):
+        a = atoms.copy()
+        a.calc = SinglePointCalculator(a, **atoms.calc.results)
+        a.info["config_type"] = kind
+        return a
+
+    train_set = [tagged(a, "compressed" if i % 4 == 0 else "crystal") for i, a in enumerate(samples[:16])]
+    valid_set = [tagged(a, "compressed" if i % 2 == 0 else "crystal") for i, a in enumerate(samples[32:38])]
+    run = config(tmp_path, "excl", epochs=1, data=dict(exclude_config_types=["compressed"]))
+    result = train(run, train_set, valid_set, progress=False)
+    header = mlip.read_header(result.last)["metadata"]["training"]
+    assert (header["n_train"], header["n_valid"]) == (12, 3)
+    assert "left out 4 training and 3 validation frames of config_type compressed" in capsys.readouterr().out
+    typo = config(tmp_path, "typo", epochs=1, data=dict(exclude_config_types=["compresed"]))
+    message = r"no frame has config_type 'compresed' \(present: compressed, crystal\)"
+    with pytest.raises(ValueError, match=message):
+        train(typo, train_set, valid_set, progress=False)
