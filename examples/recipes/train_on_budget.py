@@ -22,6 +22,7 @@ import numpy as np
 
 from mlip.data import read_dataset
 from mlip.training import TrainConfig, train
+from mlip.training.samples import without_config_types
 
 
 def main(argv=None) -> int:
@@ -63,13 +64,18 @@ def main(argv=None) -> int:
     # often by composition or kind, whose sizes differ), one epoch each, in a scratch folder; the
     # difference of their times leaves out the first steps' start-up costs.
     n = max(1, args.calibration_steps // 4)
-    shuffled = [train_samples[i] for i in np.random.default_rng(config.seed).permutation(len(train_samples))]
+    # the frames training will see: without data.exclude_config_types (the calibration config drops the
+    # key, so that a subset without those kinds is no error; the run itself keeps it and says how many)
+    kept = without_config_types(train_samples, config.data.exclude_config_types)
+    shuffled = [kept[i] for i in np.random.default_rng(config.seed).permutation(len(kept))]
     seconds, counts = [], []
     for n_steps in (n, 3 * n):
-        n_cal = min(len(train_samples), n_steps * config.batch_size)
+        n_cal = min(len(kept), n_steps * config.batch_size)
         counts.append(math.ceil(n_cal / config.batch_size))
         scratch = Path(tempfile.mkdtemp(prefix="calibrate-"))
-        calibration = TrainConfig.from_dict({**config.to_dict(), "epochs": 1, "max_minutes": None,
+        settings = config.to_dict()
+        settings["data"]["exclude_config_types"] = []
+        calibration = TrainConfig.from_dict({**settings, "epochs": 1, "max_minutes": None,
                                              "out_dir": str(scratch / "run")}, where="calibration")
         result = train(calibration, train_samples=shuffled[:n_cal], valid_samples=[], progress=False)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -78,9 +84,10 @@ def main(argv=None) -> int:
         per_step = (seconds[1] - seconds[0]) / (counts[1] - counts[0])
     else:  # a training set too small for two slices: the start-up costs stay in
         per_step = seconds[1] / counts[1]
-    steps = math.ceil(len(train_samples) / config.batch_size)
+    steps = math.ceil(len(kept) / config.batch_size)
     # validation: a forward and a first derivative per batch, about a third of a training step
-    valid_steps = math.ceil(len(valid_samples) / config.batch_size) / 3
+    valid_steps = math.ceil(len(without_config_types(valid_samples, config.data.exclude_config_types))
+                            / config.batch_size) / 3
     per_epoch = per_step * (steps + valid_steps)
     config.epochs = max(1, int(args.minutes * 60 // per_epoch))
     config.max_minutes = args.minutes * 1.05

@@ -50,6 +50,17 @@ def atoms_of(sample) -> Atoms:
     return sample if isinstance(sample, Atoms) else sample.atoms
 
 
+def config_type_of(sample) -> str:
+    """The ``config_type`` in the structure's info ("" when it has none)."""
+    return str(atoms_of(sample).info.get("config_type", ""))
+
+
+def without_config_types(samples: Sequence, names: Sequence[str]) -> list:
+    """``samples`` less those whose ``config_type`` is one of ``names`` (``data.exclude_config_types``)."""
+    names = {str(n) for n in names}
+    return [s for s in samples if config_type_of(s) not in names]
+
+
 def batch_targets(samples: Sequence, dtype: torch.dtype, device) -> Dict[str, torch.Tensor]:
     """The labels of ``samples`` as the loss takes them: ``energy`` [n] (eV), ``n_atoms`` [n],
     ``forces`` [n_atoms_total, 3] (eV/Å; only when every sample has forces), ``stress`` [n, 6]

@@ -37,7 +37,7 @@ from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.evaluation import evaluate
 from mlip.training.reference_energies import fit_reference_energies, isolated_atom_energies, output_scale
-from mlip.training.samples import atoms_of, batch_targets, labels_of
+from mlip.training.samples import atoms_of, batch_targets, config_type_of, labels_of, without_config_types
 from mlip.training.schedule import warmup_cosine
 
 STATE_NAME = "train_state.safetensors"
@@ -164,23 +164,19 @@ def _read(path: str, config: TrainConfig) -> list:
     return list(read_dataset(path, **keys))
 
 
-def _config_type(sample) -> str:
-    return str(atoms_of(sample).info.get("config_type", ""))
-
-
 def _exclude_config_types(names: Sequence[str], train_samples: list, valid_samples: list, report: bool):
     """``(train, valid)`` without the frames whose ``config_type`` is in ``names``
     (``data.exclude_config_types``); prints the counts left out when ``report``. ValueError for a
     name that no frame carries (a misspelt name would otherwise exclude nothing)."""
     names = {str(n) for n in names}
-    present = {_config_type(s) for s in train_samples + valid_samples}
+    present = {config_type_of(s) for s in train_samples + valid_samples}
     missing = sorted(names - present)
     if missing:
         listed = ", ".join(map(repr, missing))
         raise ValueError(f"data.exclude_config_types: no frame has config_type {listed} "
                          f"(present: {', '.join(sorted(t for t in present if t)) or 'none'})")
-    kept_train = [s for s in train_samples if _config_type(s) not in names]
-    kept_valid = [s for s in valid_samples if _config_type(s) not in names]
+    kept_train = without_config_types(train_samples, names)
+    kept_valid = without_config_types(valid_samples, names)
     if report:
         print(f"data: left out {len(train_samples) - len(kept_train)} training and "
               f"{len(valid_samples) - len(kept_valid)} validation frames of config_type "

@@ -5,21 +5,27 @@ import re
 import tempfile
 from pathlib import Path
 
+import numpy as np
 from ase.io import write
 
 from mlip.testing import emt_cells, script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "train_on_budget.py"
+#: the training frame that the seed-0 shuffle puts last: no calibration subset but the largest holds it
+LAST_IN_THE_SHUFFLE = int(np.random.default_rng(0).permutation(48)[-1])
 
 
 
 
-def _config(tmp_path) -> Path:
-    write(tmp_path / "train.xyz", emt_cells(48, seed=1))
+def _config(tmp_path, **data) -> Path:
+    frames = emt_cells(48, seed=1)
+    for k, atoms in enumerate(frames):
+        atoms.info["config_type"] = "compressed" if k == LAST_IN_THE_SHUFFLE else "crystal"
+    write(tmp_path / "train.xyz", frames)
     write(tmp_path / "valid.xyz", emt_cells(8, seed=2))
     config = dict(model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1,
                              num_heads=1, head_dim=2),
-                  data=dict(train="train.xyz", valid="valid.xyz"), epochs=1000, batch_size=8,
+                  data=dict(train="train.xyz", valid="valid.xyz", **data), epochs=1000, batch_size=8,
                   out_dir=str(tmp_path / "unused"), optimizer=dict(lr=5e-3, ema_decay=0.5))
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
@@ -46,3 +52,19 @@ def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch
     assert 1 <= len(history) <= epochs and (out / "best.safetensors").is_file()
     assert json.loads((out / "config.json").read_text())["epochs"] == epochs
     assert not list(scratch.glob("calibrate-*"))  # the calibration runs' folders are gone
+
+
+def test_excluded_kinds_are_left_out_of_the_calibration_and_the_run(tmp_path, capsys, monkeypatch):
+    """data.exclude_config_types: a calibration subset without the excluded kind is no error, and the
+    run trains without it (47 of 48 frames), saying so."""
+    config = _config(tmp_path, exclude_config_types=["compressed"])
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    out = tmp_path / "run"
+    with script_module(SCRIPT) as script:
+        code = script.main([str(config), "--minutes", "0.02", "--data-dir", str(tmp_path),
+                            "--out-dir", str(out), "--calibration-steps", "8"])
+    assert code == 0
+    assert "left out 1 training and 0 validation frames of config_type compressed" in capsys.readouterr().out
+    assert json.loads((out / "config.json").read_text())["data"]["exclude_config_types"] == ["compressed"]
