@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from mlip.cli.common import CLIError
 
@@ -55,6 +55,25 @@ def name_count(names: Sequence[str], what: str):
         return name, value
 
     return parse
+
+
+def add_without_arg(p: argparse.ArgumentParser, kinds: Sequence[str]) -> None:
+    """``--without KIND`` (repeatable): a kind of structure left out of the default counts (or of
+    ``--count``); read back with :func:`kind_counts`."""
+    p.add_argument("--without", action="append", choices=list(kinds), metavar="KIND", default=[],
+                   help="leave this kind out (repeatable), e.g. --without compressed for a teacher with no "
+                        "repulsive wall, such as CHGNet")
+
+
+def kind_counts(args: argparse.Namespace, defaults: Dict[str, int]) -> Optional[Dict[str, int]]:
+    """The counts per kind of ``--count`` (or ``defaults`` when none is given) with the kinds of
+    ``--without`` at zero; None (the generator's defaults) when neither option is given."""
+    if not args.without:
+        return dict(args.count) if args.count else None
+    counts = dict(args.count) if args.count else dict(defaults)
+    for kind in args.without:
+        counts[kind] = 0
+    return counts
 
 
 def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from mlip.cli.arguments import name_count
+from mlip.cli.arguments import add_without_arg, kind_counts, name_count
 from mlip.cli.common import CLIError
 from mlip.data.chemistries import DEFAULT_COMPOSITIONS, DEFAULT_COUNTS, KINDS
 
@@ -32,6 +32,7 @@ def build_parser(prog: str = "mlip data chemistries") -> argparse.ArgumentParser
                    help="frames of one kind per composition (repeatable; then the kinds not named get none; "
                         "md counts trajectories). Default: "
                         + ", ".join(f"{k}={n}" for k, n in DEFAULT_COUNTS.items()))
+    add_without_arg(p, KINDS)
     p.add_argument("--no-unaries", action="store_true",
                    help="binaries and ternaries only (default: also the unaries of every element)")
     p.add_argument("--seed", type=int, default=0,
@@ -61,7 +62,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         calculator = labeller(args.md_calculator).make(None)
     t0 = time.perf_counter()
-    frames = generate_chemistries(elements, args.compositions, dict(args.count) if args.count else None,
+    frames = generate_chemistries(elements, args.compositions, kind_counts(args, DEFAULT_COUNTS),
                                   seed=args.seed, md_calculator=calculator, unaries=not args.no_unaries,
                                   progress=not args.no_progress)
     minutes = (time.perf_counter() - t0) / 60

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
 
-from mlip.cli.arguments import name_count
+from mlip.cli.arguments import add_without_arg, kind_counts, name_count
 from mlip.cli.common import CLIError
 from mlip.data.structures import DEFAULT_COUNTS, KINDS
 
@@ -24,6 +24,7 @@ def build_parser(prog: str = "mlip data structures") -> argparse.ArgumentParser:
     p.add_argument("--count", type=name_count(KINDS, "kind"), action="append", metavar="KIND=N",
                    help="structures of one kind (repeatable; then the kinds not named get none). Default: "
                    + ", ".join(f"{k}={n}" for k, n in DEFAULT_COUNTS.items()))
+    add_without_arg(p, KINDS)
     p.add_argument("--md-model", default=None,
                    help="the model that runs the MD snapshots (a shipped name, checkpoint or "
                         "'package.module:Class'); needed for --count md=N")
@@ -46,7 +47,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         calculator = resolve_calculator(args.md_model, dtype="float64")
     t0 = time.perf_counter()
-    frames = generate_structures(args.elements, dict(args.count) if args.count else None, seed=args.seed,
+    frames = generate_structures(args.elements, kind_counts(args, DEFAULT_COUNTS), seed=args.seed,
                                  md_calculator=calculator, progress=not args.no_progress)
     write_extxyz(frames, args.output)
     kinds = Counter(f.info["config_type"] for f in frames)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from mlip.cli.arguments import name_count, nonneg_float, positive_float, positive_int
+from mlip.cli.arguments import (add_without_arg, kind_counts, name_count, nonneg_float, positive_float,
+                                positive_int)
 from mlip.data.structures import DEFAULT_COUNTS, KINDS
 
 
@@ -20,7 +21,7 @@ def add_parser(subparsers) -> None:
         "OUT_DIR/student.safetensors, is what 'mlip md --model' takes.")
     p.add_argument("elements", nargs="+", help="chemical symbols, e.g. Cu Ag Au")
     p.add_argument("--teacher", required=True,
-                   help="emt, gpaw or an ASE calculator class 'package.module:Class'")
+                   help="emt, gpaw, chgnet or an ASE calculator class 'package.module:Class'")
     p.add_argument("--setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
                    help="a teacher setting (repeatable), as for 'mlip data label'")
     p.add_argument("--out-dir", required=True, help="folder of every stage (a rerun resumes it)")
@@ -28,6 +29,7 @@ def add_parser(subparsers) -> None:
                    help="structures of one kind (repeatable; then the kinds not named get none; md=N "
                         "trajectories run with the teacher). Default: "
                         + ", ".join(f"{k}={n}" for k, n in DEFAULT_COUNTS.items()))
+    add_without_arg(p, KINDS)
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the structures, split and training (default 0)")
     p.add_argument("--student", default=DEFAULT_STUDENT,
@@ -51,7 +53,7 @@ def run(args) -> int:
     from mlip.workflows.distill import distill
 
     result = distill(args.elements, args.teacher, args.out_dir, settings=dict(args.setting),
-                     counts=dict(args.count) if args.count else None, seed=args.seed, student=args.student,
+                     counts=kind_counts(args, DEFAULT_COUNTS), seed=args.seed, student=args.student,
                      fractions=args.fractions, epochs=args.epochs, minutes=args.minutes, n_shards=args.shards,
                      shard_index=args.shard_index, progress=not args.no_progress,
                      log=lambda line: print(line, flush=True))

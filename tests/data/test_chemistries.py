@@ -225,3 +225,6 @@ def test_cli_writes_the_frames_and_prints_the_statistics(tmp_path, capsys):
                             "crystal=1"]) == 0
     assert {f.info["group"] for f in read(tmp_path / "f.xyz", ":")} == {"F1", "Li1"}  # not False
     assert main(argv) == 2  # the file exists
+    capsys.readouterr()
+    assert main(argv[:-3] + ["--without", "surface", "-o", str(tmp_path / "w.xyz"), "--no-progress"]) == 0
+    assert {f.info["config_type"] for f in read(tmp_path / "w.xyz", ":")} == {"crystal"}

@@ -143,3 +143,28 @@ def test_split_by_kind_keeps_groups_together_and_every_kind_in_every_part(tmp_pa
     assert [[f.info["id"] for f in w] for w in written] == expected
     code, out, err = run_cli(capsys, "data", "split", path)
     assert code == 2 and "--overwrite" in err
+
+
+def test_cli_without_leaves_a_kind_out_of_the_counts_or_the_defaults(tmp_path, capsys):
+    """``--without KIND``: the kind gets none, of ``--count`` or of the defaults (the CLI's reading of it,
+    :func:`mlip.cli.arguments.kind_counts`); the other kinds are as they would be."""
+    import argparse
+
+    from ase.io import read
+
+    from mlip.cli import main
+    from mlip.cli.arguments import kind_counts
+
+    out = tmp_path / "s.xyz"
+    assert main(["data", "structures", "Si", "-o", str(out), "--count", "prototype=2",
+                 "--count", "compressed=2", "--without", "compressed", "--no-progress"]) == 0
+    assert Counter(a.info["config_type"] for a in read(out, ":")) == {"prototype": 2, "isolated_atom": 1}
+    defaults = {"prototype": 5, "compressed": 3}
+    namespace = argparse.Namespace
+    without = namespace(count=None, without=["compressed"])
+    assert kind_counts(without, defaults) == {"prototype": 5, "compressed": 0}
+    assert kind_counts(namespace(count=[("prototype", 1)], without=[]), defaults) == {"prototype": 1}
+    assert kind_counts(namespace(count=None, without=[]), defaults) is None
+    with pytest.raises(SystemExit):
+        main(["data", "structures", "Si", "-o", str(tmp_path / "t.xyz"), "--without", "compresed"])
+    assert "invalid choice: 'compresed'" in capsys.readouterr().err
