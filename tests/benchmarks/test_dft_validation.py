@@ -197,3 +197,29 @@ def test_gpaw_method_is_the_labeller_and_records_overrides(dv):
         dv.gpaw_method({"ecut": 200})
     with pytest.raises(ValueError, match="KEY=VALUE"):
         dv.parse_settings(["ecut_eV"])
+
+
+def test_the_repository_gpaw_results_are_read_without_gpaw(dv, tmp_path, monkeypatch):
+    """--cache-only gpaw on a machine without GPAW (simulated: find_spec finds none) reads the GPAW
+    results kept in examples/datasets/sige-pbe/dft-validation: the key depends on the settings alone,
+    and Si's lattice constant and bulk modulus come back as GPAW computed them."""
+    import importlib.util
+    import shutil
+
+    kept = SCRIPT.parents[1] / "examples" / "datasets" / "sige-pbe" / "dft-validation"
+    stored = json.loads((kept / "dft_validation.json").read_text())["methods"]["gpaw"]["properties"]
+    stored = stored["lattice"]["Si"]
+    shutil.copytree(kept / "cache", tmp_path / "cache")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gpaw" else real_find_spec(name, *a))
+    method = dv.gpaw_method({}, cache_only=True)
+    assert (tmp_path / "cache" / method.key).is_dir() and not method.mpi
+    assert method.description["version"].startswith("not installed")
+    report = dv.main(["--out", str(tmp_path), "--methods", "gpaw", "--cache-only", "gpaw", "--elements", "Si",
+                      "--properties", "lattice", "--no-progress"])
+    si = report["methods"]["gpaw"]["properties"]["lattice"]["Si"]
+    assert si["a_A"] == pytest.approx(stored["a_A"], rel=1e-9)
+    assert si["B_GPa"] == pytest.approx(stored["B_GPa"], rel=1e-9)
+    with pytest.raises(SystemExit, match="unknown gpaw setting"):
+        dv.gpaw_method({"ecut": 300}, cache_only=True)
