@@ -202,13 +202,11 @@ def test_gpaw_method_is_the_labeller_and_records_overrides(dv):
 def test_the_repository_gpaw_results_are_read_without_gpaw(dv, tmp_path, monkeypatch):
     """--cache-only gpaw on a machine without GPAW (simulated: find_spec finds none) reads the GPAW
     results kept in examples/datasets/sige-pbe/dft-validation: the key depends on the settings alone,
-    and Si's lattice constant and bulk modulus come back as GPAW computed them."""
+    nothing is computed, and Si's lattice constant and bulk modulus are PBE's."""
     import importlib.util
     import shutil
 
     kept = SCRIPT.parents[1] / "examples" / "datasets" / "sige-pbe" / "dft-validation"
-    stored = json.loads((kept / "dft_validation.json").read_text())["methods"]["gpaw"]["properties"]
-    stored = stored["lattice"]["Si"]
     shutil.copytree(kept / "cache", tmp_path / "cache")
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -218,8 +216,10 @@ def test_the_repository_gpaw_results_are_read_without_gpaw(dv, tmp_path, monkeyp
     assert method.description["version"].startswith("not installed")
     report = dv.main(["--out", str(tmp_path), "--methods", "gpaw", "--cache-only", "gpaw", "--elements", "Si",
                       "--properties", "lattice", "--no-progress"])
-    si = report["methods"]["gpaw"]["properties"]["lattice"]["Si"]
-    assert si["a_A"] == pytest.approx(stored["a_A"], rel=1e-9)
-    assert si["B_GPa"] == pytest.approx(stored["B_GPa"], rel=1e-9)
+    gpaw = report["methods"]["gpaw"]
+    assert gpaw["evaluations"]["computed"] == 0 and gpaw["evaluations"]["cached"] > 5
+    si = gpaw["properties"]["lattice"]["Si"]
+    assert si["a_A"] == pytest.approx(dv.LITERATURE["lattice_constant_A"]["Si"], rel=0.005)  # PBE's
+    assert 80 < si["B_GPa"] < 100
     with pytest.raises(SystemExit, match="unknown gpaw setting"):
         dv.gpaw_method({"ecut": 300}, cache_only=True)
