@@ -32,16 +32,24 @@ def _config(tmp_path, **data) -> Path:
     return path
 
 
-def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch):
-    config = _config(tmp_path)
+def _run(tmp_path, monkeypatch, minutes: str, **data) -> Path:
+    """The script on ``_config(tmp_path, **data)`` for ``minutes``, its scratch folders in
+    ``tmp_path/scratch``; returns the run's folder."""
+    config = _config(tmp_path, **data)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     out = tmp_path / "run"
     with script_module(SCRIPT) as script:
-        code = script.main([str(config), "--minutes", "0.05", "--data-dir", str(tmp_path),
+        code = script.main([str(config), "--minutes", minutes, "--data-dir", str(tmp_path),
                             "--out-dir", str(out), "--calibration-steps", "8"])
     assert code == 0
+    return out
+
+
+def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch):
+    out = _run(tmp_path, monkeypatch, "0.05")
+    scratch = tmp_path / "scratch"
     printed = capsys.readouterr().out
     m = re.search(r"calibration: (\d+) ms per step, (\d+) s per epoch: (\d+) epochs in 0.05 min", printed)
     assert m, printed
@@ -57,14 +65,6 @@ def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch
 def test_excluded_kinds_are_left_out_of_the_calibration_and_the_run(tmp_path, capsys, monkeypatch):
     """data.exclude_config_types: a calibration subset without the excluded kind is no error, and the
     run trains without it (47 of 48 frames), saying so."""
-    config = _config(tmp_path, exclude_config_types=["compressed"])
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    out = tmp_path / "run"
-    with script_module(SCRIPT) as script:
-        code = script.main([str(config), "--minutes", "0.02", "--data-dir", str(tmp_path),
-                            "--out-dir", str(out), "--calibration-steps", "8"])
-    assert code == 0
+    out = _run(tmp_path, monkeypatch, "0.02", exclude_config_types=["compressed"])
     assert "left out 1 training and 0 validation frames of config_type compressed" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["data"]["exclude_config_types"] == ["compressed"]
