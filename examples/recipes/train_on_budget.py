@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     per_epoch = per_step * (steps + valid_steps)
     config.epochs = max(1, int(args.minutes * 60 // per_epoch))
     config.max_minutes = args.minutes * 1.05
-    print(f"calibration: {per_step * 1e3:.0f} ms per step, {per_epoch:.0f} s per epoch: "
+    print(f"calibration: {per_step * 1e3:.0f} ms per step, {per_epoch:.1f} s per epoch: "
           f"{config.epochs} epochs in {args.minutes:g} min", flush=True)
     result = train(config, train_samples=train_samples, valid_samples=valid_samples, progress=False)
     print(f"trained {result.epochs_run} epochs; best: {result.best}", flush=True)
