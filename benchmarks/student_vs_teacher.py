@@ -241,29 +241,37 @@ def plot_kappa_bars(result: Dict[str, Any], path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------ held-out errors
+#: the units of the error stages' metrics
+ERROR_UNITS = "meV/atom (energy), meV/Å (forces), meV/Å³ (stress)"
+
+
+def grouped_errors(calc, samples, groups_of, **options) -> Dict[str, Any]:
+    """``{"overall": metrics, "groups": {group: {"n": ..., **metrics}}}`` of ``calc`` on ``samples`` in
+    float64 (:func:`mlip.training.evaluation.evaluate_groups` with ``options``), JSON-plain."""
+    from mlip.training.evaluation import evaluate_groups
+
+    def plain(metrics):
+        return {k: _plain(v) for k, v in metrics.items()}
+
+    overall, groups = evaluate_groups(calc, samples, groups_of, dtype="float64", **options)
+    return {"overall": plain(overall), "groups": {g: {"n": n, **plain(m)} for g, (n, m) in groups.items()}}
+
+
 def stage_heldout(ctx: Context) -> Dict[str, Any]:
     """The student's errors against the labels of ``--heldout`` files (the teacher's on compositions that
     training never saw, and any other reference, e.g. an independent model's or DFT's on the same
     frames), overall and per ``family`` and ``config_type`` of the frames, in float64."""
     from mlip.data import read_dataset
-    from mlip.training.evaluation import evaluate_groups
 
     def groups_of(sample) -> List[str]:
         info = sample.atoms.info
         return [f"{key}:{info[key]}" for key in ("family", "config_type") if key in info]
 
-    def plain(metrics):
-        return {k: _plain(v) for k, v in metrics.items()}
-
-    calc = ctx.student()
     results = {}
     for path in ctx.args.heldout:
         samples = read_dataset(path)
-        overall, groups = evaluate_groups(calc, samples, groups_of, dtype="float64")
-        results[str(path)] = {"n": len(samples), "overall": plain(overall),
-                              "groups": {g: {"n": n, **plain(m)} for g, (n, m) in groups.items()}}
-    return {"files": results, "dtype": "float64 (mlip students)",
-            "units": "meV/atom (energy), meV/Å (forces), meV/Å³ (stress)"}
+        results[str(path)] = {"n": len(samples), **grouped_errors(ctx.student(), samples, groups_of)}
+    return {"files": results, "dtype": "float64 (mlip students)", "units": ERROR_UNITS}
 
 
 # ------------------------------------------------------------------------------------------ against DFT
@@ -274,7 +282,6 @@ def stage_dft(ctx: Context) -> Dict[str, Any]:
     Materials Project's, which a foundation teacher imitates, have different zeros for every element.
     Forces and stress are compared as they are."""
     from mlip.data import read_dataset
-    from mlip.training.evaluation import evaluate_groups
 
     def groups_of(sample) -> List[str]:
         return [f"config_type:{sample.atoms.info.get('config_type', 'unknown')}"]
@@ -282,16 +289,12 @@ def stage_dft(ctx: Context) -> Dict[str, Any]:
     results = {}
     for path in ctx.args.dft:
         samples = read_dataset(path)
-        entry = {"n": len(samples)}
-        for who, calc in (("student", ctx.student()), ("teacher", ctx.teacher())):
-            overall, groups = evaluate_groups(calc, samples, groups_of, dtype="float64", align_energies=True)
-            entry[who] = {"overall": {k: _plain(v) for k, v in overall.items()},
-                          "groups": {g: {"n": n, **{k: _plain(v) for k, v in m.items()}}
-                                     for g, (n, m) in groups.items()}}
-        results[str(path)] = entry
+        results[str(path)] = {"n": len(samples), **{
+            who: grouped_errors(calc, samples, groups_of, align_energies=True)
+            for who, calc in (("student", ctx.student()), ("teacher", ctx.teacher()))}}
     return {"files": results, "dtype": "float64 (mlip students)",
             "energies": "after per-element offsets fitted on each file (energy_offset_<element>_eV)",
-            "units": "meV/atom (energy), meV/Å (forces), meV/Å³ (stress)"}
+            "units": ERROR_UNITS}
 
 
 # ------------------------------------------------------------------------------------------ cost
