@@ -62,6 +62,15 @@ def available() -> List[str]:
     return sorted(TRAINED) + sorted(UNTRAINED)
 
 
+def covering(symbols) -> List[str]:
+    """Names of the shipped trained models whose species include every element of ``symbols`` (read from
+    the checkpoint headers, no weights loaded), the default first."""
+    wanted = set(symbols)
+    names = [name for name, filename in TRAINED.items()
+             if wanted <= set(checkpoint.read_header(pretrained_dir() / filename)["species"])]
+    return sorted(names, key=lambda name: (name != DEFAULT_MODEL, name))
+
+
 def is_known(name: str) -> bool:
     return name in TRAINED or name in UNTRAINED or name == "default"
 

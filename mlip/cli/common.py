@@ -143,7 +143,11 @@ def check_species(atoms, calc, path: str) -> None:
     try:
         validate_atoms(atoms, allowed_numbers=potential.atomic_numbers.tolist())
     except ValueError as err:
-        raise CLIError(f"{path}: {err}") from None
+        from mlip.pretrained import covering
+
+        others = covering(atoms.get_chemical_symbols())
+        hint = f"; shipped models that cover it: {', '.join(others)} (--model NAME)" if others else ""
+        raise CLIError(f"{path}: {err}{hint}") from None
 
 
 def calc_label(calc) -> str:

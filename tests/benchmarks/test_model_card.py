@@ -61,3 +61,46 @@ def test_no_share_for_a_model_without_a_network_or_a_term(model_card, samples, t
     for arch in ("embedded-atom", "platonic-softmax"):
         path = save_potential(build_potential(arch, species=EMT_ELEMENTS), tmp_path / f"{arch}.safetensors")
         assert model_card.embedded_atom_share(path, samples) is None
+
+
+def test_a_students_card_quotes_its_student_vs_teacher_report(model_card, tmp_path):
+    """A distilled student's card takes κ, cost, the errors against DFT and the miniature discovery from
+    ``student_vs_teacher.json`` as that script writes them, and shows each in its section."""
+    import json
+
+    errors = {"energy_mae_meV_per_atom": 404.25, "forces_mae_meV_per_A": 638.5, "stress_mae_meV_per_A3": 56.6}
+    report = {"stages": {
+        "kappa": {"mean_srme": 1.69, "compounds": {
+            "NaCl": {"kappa_model": 2.02, "kappa_reference": 1.17, "srme": 1.07},
+            "Si": {"kappa_model": None, "kappa_reference": 3.6, "srme": 2.0}}},
+        "cost": {"threads": 2, "cells": {"Si-64": {"student_s": 0.05, "teacher_s": 0.2, "teacher_over_student": 4.0}}},
+        "dft": {"files": {"sige.xyz": {"n": 80, "student": {"overall": errors},
+                                       "teacher": {"overall": dict(errors, forces_mae_meV_per_A=374.0)}}}},
+        "discovery": {"n_materials": 40, "RMSD": 0.05, "benchmark": {"systems": ["Na-Cl", "Si-Ge"]},
+                      "metrics": {"F1": 0.154, "MAE": 0.333}},
+    }}
+    path = tmp_path / "student_vs_teacher.json"
+    path.write_text(json.dumps(report))
+    teacher, discovery = model_card.quote_student_vs_teacher(path, "python svt.py", "CHGNet 0.3.0")
+    assert discovery["metrics"]["F1"] == 0.154 and discovery["n_materials"] == 40 and discovery["rmsd_A"] == 0.05
+    assert teacher["dft"]["errors"]["CHGNet 0.3.0"]["forces_mae_meV_per_A"] == 374.0
+    text = "\n".join(model_card.teacher_section(teacher))
+    assert "| NaCl | 2.02 | 1.17 | 1.07 |" in text and "| Si | — | 3.6 | 2.00 |" in text
+    assert "Mean κ_SRME 1.69." in text
+    assert "| Si-64 | 50.0 | 200.0 | 4.0 |" in text
+    assert "| student | 404.2 | 638.5 | 56.6 |" in text and "| CHGNet 0.3.0 | 404.2 | 374.0 | 56.6 |" in text
+    assert model_card.teacher_section(None) == []
+
+
+def test_a_card_sample_file_is_read_from_the_repository(model_card, samples, tmp_path):
+    from ase.io import write
+
+    from mlip.training.samples import atoms_of
+
+    write(tmp_path / "sample.xyz", [atoms_of(s) for s in samples])
+    read_back = model_card.card_sample_of({"card_sample": {"file": "sample.xyz"}}, tmp_path)
+    assert len(read_back) == len(samples)
+    potential = build_potential("embedded-atom", species=EMT_ELEMENTS)
+    ours, theirs = model_card.errors(potential, read_back), model_card.errors(potential, samples)
+    for key in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3"):
+        assert ours[key] == pytest.approx(theirs[key], rel=1e-9), key  # the labels came back

@@ -355,3 +355,16 @@ def test_phonons_with_emt_writes_json_and_plots(tmp_path, capsys):
     write(mol, __import__("ase.build", fromlist=["molecule"]).molecule("H2O"))
     code, _, err = run_cli(capsys, "phonons", mol, "--model", EMT, "--out-dir", tmp_path / "m")
     assert_clean_error(code, err, "periodic")
+
+
+def test_an_uncovered_element_names_the_shipped_models_that_cover_it(tmp_path, capsys):
+    from mlip import pretrained
+
+    assert pretrained.covering(["Cu", "Au"])[0] == pretrained.DEFAULT_MODEL
+    assert set(pretrained.covering(["Cu", "Au"])) >= {"equiformer_v3-emt", "platonic-emt", "embedded-atom-emt"}
+    assert pretrained.covering(["Cu", "Og"]) == []  # no shipped model knows oganesson
+    path = _write(tmp_path, "fe.xyz", "2\n\nFe 0 0 0\nCu 0 0 2.5\n")
+    others = pretrained.covering(["Fe", "Cu"])
+    code, _, err = run_cli(capsys, "relax", path, "--steps", "1", "--no-progress")
+    assert_clean_error(code, err, "Fe", "not supported", *others)
+    assert ("shipped models that cover it" in err) == bool(others)
