@@ -12,6 +12,9 @@ Trained weights live in ``mlip/models/pretrained/<name>.safetensors``, each with
   EMT itself), trained on the same data: the most accurate on it and far the cheapest per step.
 
 All three reproduce ASE's EMT for Al, Cu, Ag, Au, Ni, Pd, Pt (bulk, surfaces, clusters), not DFT.
+
+* ``equiformer_v3-chgnet``: EquiformerV3 distilled from CHGNet 0.3.0 for its 89 elements (H to Pu): it
+  imitates a foundation potential, roughly (its card gives how far), and is not the default.
 The registry also holds an *untrained* entry, ``platonic-untrained`` (fixed-seed random weights),
 labelled untrained everywhere it appears (name, a warning on load,
 ``potential.metadata["trained"] = False``); its energies are not physical.
@@ -36,6 +39,7 @@ TRAINED: Dict[str, str] = {
     "platonic-emt": "platonic-emt.safetensors",
     "equiformer_v3-emt": "equiformer_v3-emt.safetensors",
     "embedded-atom-emt": "embedded-atom-emt.safetensors",
+    "equiformer_v3-chgnet": "equiformer_v3-chgnet.safetensors",
 }
 
 #: name → create_model arguments of an untrained (randomly initialised, fixed seed) model
