@@ -502,16 +502,13 @@ def main(argv=None) -> int:
     kinds = {kind: {"n": n, KEYS["energy"]: m[KEYS["energy"]], KEYS["forces"]: m[KEYS["forces"]]}
              for kind, (n, m) in groups.items()}
     if args.card_sample:
-        sample_file = Path(args.card_sample)
-        sample_samples = list(read_dataset(sample_file))
-        sample_entry = {"file": sample_file.as_posix(), "n": len(sample_samples)}
+        sample_entry = {"file": Path(args.card_sample).as_posix()}
     else:
         from mlip.data.emt import resolve_counts
 
-        sample_counts = resolve_counts(args.sample_n)
-        sample_samples = card_sample(sample_counts, args.sample_seed)
-        sample_entry = {"n": args.sample_n, "counts": sample_counts, "seed": args.sample_seed}
-    sample_entry["metrics"] = errors(potential, sample_samples)
+        sample_entry = {"n": args.sample_n, "counts": resolve_counts(args.sample_n), "seed": args.sample_seed}
+    sample_samples = card_sample_of({"card_sample": sample_entry}, Path.cwd())
+    sample_entry.update(n=len(sample_samples), metrics=errors(potential, sample_samples))
 
     rotations = rotation_spread(potential, test[:: max(1, len(test) // 25)][:25])
     share = embedded_atom_share(weights, test)
