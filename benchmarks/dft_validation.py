@@ -234,6 +234,29 @@ class CachedCalculator(Calculator):
             write_result(self.folder, item, record)
         return record
 
+    def pinned(self, name: str, value: float, rel_tol: float = 1e-6) -> float:
+        """``value``, or the value stored under ``name`` in the cache's ``pinned.json`` when the two agree
+        to ``rel_tol`` (stored otherwise). A quantity fitted from cached energies (the lattice constant of
+        an E(V) fit) changes in its last digits with the machine's linear algebra; the structures built
+        from it, and so their cache keys, must not. A real change (new energies) is larger and replaces
+        the stored value."""
+        from mlip.io import atomic_write
+
+        path = self.folder / "pinned.json"
+        stored: Dict[str, float] = {}
+        if self.ranks.writer and path.exists():
+            stored = json.loads(path.read_text())
+        stored = self.ranks.share(stored)
+        old = stored.get(name)
+        if old is not None and abs(old - value) <= rel_tol * abs(value):
+            return float(old)
+        if self.ranks.writer and not self.cache_only:
+            stored[name] = float(value)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            text = json.dumps(stored, indent=1, sort_keys=True)
+            atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+        return float(value)
+
     def _mesh_tag(self, atoms: Atoms) -> str:
         if self.method.mesh is None:
             return ""
@@ -367,7 +390,7 @@ def equation_of_state(ctx: Context, phase: str, element: str) -> Dict[str, Any]:
 
 def prop_lattice(ctx: Context, element: str) -> Dict[str, Any]:
     result = equation_of_state(ctx, "diamond", element)
-    ctx.lattice[element] = result["a_A"]
+    ctx.lattice[element] = ctx.calc.pinned(f"lattice_constant_A.{element}", result["a_A"])
     return result
 
 

@@ -210,9 +210,12 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
 
 
 def _digest(atoms) -> str:
+    """SHA-1 of the numbers, periodicity, and positions and cell rounded to 1e-8 Å. Adding +0.0 after
+    rounding turns -0.0 into 0.0: a coordinate that is zero up to round-off (±1e-18 from a symmetrised
+    relaxation step) has the same bytes, and so the same key, whatever the sign of its noise."""
     digest = hashlib.sha1()
-    for array in (atoms.numbers.astype(np.int64), np.round(atoms.positions, 8), np.round(atoms.cell.array, 8),
-                  atoms.pbc.astype(np.int8)):
+    for array in (atoms.numbers.astype(np.int64), np.round(atoms.positions, 8) + 0.0,
+                  np.round(atoms.cell.array, 8) + 0.0, atoms.pbc.astype(np.int8)):
         digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
 

@@ -125,6 +125,18 @@ def test_structure_ids_are_stable_and_distinct():
     assert structure_id(a) == "mine"
 
 
+def test_a_zero_keeps_its_key_whatever_the_sign_of_its_round_off():
+    """A coordinate that is zero up to round-off (a symmetrised relaxation step gives ±1e-18) must key
+    the same result on every machine; a real change of 1e-7 Å must not."""
+    a = bulk("Si", "diamond", a=5.43)
+    plus, minus, moved = a.copy(), a.copy(), a.copy()
+    plus.cell[0, 0], minus.cell[0, 0] = 1e-18, -1e-18
+    plus.positions[0, 1], minus.positions[0, 1] = 3e-19, -3e-19
+    moved.positions[0, 1] = 1e-7
+    assert result_id(plus) == result_id(minus) == result_id(a) != result_id(moved)
+    assert structure_id(plus) == structure_id(minus)
+
+
 def test_bad_calculator_names_and_settings_are_one_line_errors():
     with pytest.raises(ValueError, match="unknown calculator 'vasp'"):
         labeller("vasp")
