@@ -3,11 +3,17 @@
     python benchmarks/ablations.py --train emt-train.xyz --test emt-test.xyz --minutes 8 --out ablations
     python benchmarks/ablations.py ... --only eqv3-gate eqv3-separate     # a subset (e.g. one per core)
     python benchmarks/ablations.py --out ablations --report                # the table of finished variants
+    python benchmarks/ablations.py --train sige-pbe-train.xyz --valid sige-pbe-valid.xyz --n-train 0 \
+        --test sige-pbe-test.xyz --minutes 60 --out ablations-sige \
+        --config platonic=examples/recipes/platonic-sige/stage1.yaml \
+        --config equiformer=examples/recipes/equiformer_v3-sige/stage1.yaml \
+        --config embedded_atom=benchmarks/configs/embedded_atom_sige_stage1.yaml
 
-Each variant starts from a model's first stage-1 config (``benchmarks/configs/*_emt_stage1.yaml``) with
-one switch changed, trains on the first ``--n-train`` structures of the training file (validation,
-which picks the best epoch: the next ``--n-valid``; ``--n-train 0``: the whole file with ``mlip train``'s
-own split, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is
+Each variant starts from an architecture's stage-1 config (by default the EMT ones:
+``benchmarks/configs/*_emt_stage1.yaml`` and ``examples/recipes/embedded-atom-emt/stage1.yaml``; ``--config
+KIND=PATH`` gives another) with one switch changed, trains on the first ``--n-train`` structures of the training file (validation,
+which picks the best epoch: the next ``--n-valid``, or the ``--valid`` file; ``--n-train 0``: the whole
+file, split as ``mlip train`` splits it without ``--valid``, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is
 then evaluated on the first ``--n-test`` structures of the test file (float64). The cosine schedule
 needs a number of epochs: it is set from a timed probe of the variant's training steps so that the
 schedule ends near the budget (``max_minutes`` stops it in any case). Results go to
@@ -27,26 +33,33 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-PLATONIC = ROOT / "benchmarks" / "configs" / "platonic_emt_stage1.yaml"
-EQUIFORMER = ROOT / "benchmarks" / "configs" / "equiformer_v3_emt_stage1.yaml"
+#: the stage-1 config each variant starts from, by architecture (``--config KIND=PATH`` replaces one)
+BASES = {"platonic": ROOT / "benchmarks" / "configs" / "platonic_emt_stage1.yaml",
+         "equiformer": ROOT / "benchmarks" / "configs" / "equiformer_v3_emt_stage1.yaml",
+         "embedded_atom": ROOT / "examples" / "recipes" / "embedded-atom-emt" / "stage1.yaml"}
 
 #: name → (base config, model overrides, what it tests)
 VARIANTS = {
-    "platonic-T-softmax": (PLATONIC, {}, "Platonic: stage-1 settings (tetrahedral, softmax)"),
-    "platonic-O-softmax": (PLATONIC, {"group": "octahedral"}, "Platonic: octahedral group (24 frames)"),
-    "platonic-T-linear": (PLATONIC, {"attention": "linear"}, "Platonic: linear attention"),
-    "eqv3-swiglu-merged": (EQUIFORMER, {}, "EquiformerV3: stage-1 settings (SwiGLU-S², merged norm)"),
-    "eqv3-gate-merged": (EQUIFORMER, {"activation": "gate"}, "EquiformerV3: gate activation"),
-    "eqv3-swiglu-separate": (EQUIFORMER, {"norm": "separate"}, "EquiformerV3: separate layer norm"),
+    "platonic-T-softmax": ("platonic", {}, "Platonic: stage-1 settings (tetrahedral, softmax)"),
+    "platonic-O-softmax": ("platonic", {"group": "octahedral"}, "Platonic: octahedral group (24 frames)"),
+    "platonic-T-linear": ("platonic", {"attention": "linear"}, "Platonic: linear attention"),
+    "eqv3-swiglu-merged": ("equiformer", {"activation": "swiglu_s2", "norm": "merged"},
+                           "EquiformerV3: SwiGLU-S², merged norm"),
+    "eqv3-gate-merged": ("equiformer", {"activation": "gate", "norm": "merged"}, "EquiformerV3: gate activation"),
+    "eqv3-swiglu-separate": ("equiformer", {"activation": "swiglu_s2", "norm": "separate"},
+                             "EquiformerV3: separate layer norm"),
+    "eqv3-embedded-atom": ("equiformer", {"terms": {"embedded_atom": {}}},
+                           "EquiformerV3 (stage-1 settings) with an embedded-atom term beside it"),
+    "embedded-atom": ("embedded_atom", {}, "the embedded-atom term alone: radial densities, no angles"),
 }
 KEYS = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")
 
 
-def variant_config(name: str, out: Path, minutes: float, epochs: int) -> dict:
+def variant_config(name: str, out: Path, minutes: float, epochs: int, bases: dict = BASES) -> dict:
     from mlip.io import read_yaml
 
-    base, overrides, _ = VARIANTS[name]
-    cfg = read_yaml(base, "training config")
+    kind, overrides, _ = VARIANTS[name]
+    cfg = read_yaml(bases[kind], "training config")
     cfg["model"].update(overrides)
     cfg.update(epochs=int(epochs), max_minutes=float(minutes) * 1.15, out_dir=str(out / name))
     cfg["data"] = {}
@@ -99,13 +112,13 @@ def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> 
     from mlip.training.evaluation import evaluate
 
     out = Path(args.out)
-    probe = variant_config(name, out, args.minutes, 1)
+    probe = variant_config(name, out, args.minutes, 1, args.bases)
     step = seconds_per_step(probe, train_samples)
     steps_per_epoch = math.ceil(len(train_samples) / probe["batch_size"])
     # ~8% of the time goes to validation passes. Rounded up, so the budget is used; max_minutes
     # (1.15 × the budget) stops a run that would overrun.
     epochs = max(1, math.ceil(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
-    cfg = variant_config(name, out, args.minutes, epochs)
+    cfg = variant_config(name, out, args.minutes, epochs, args.bases)
     t0 = time.perf_counter()
     # No result.json (checked by main): an earlier attempt did not finish, so start that variant over.
     result = train(TrainConfig.from_dict(cfg), train_samples, valid_samples, progress=False, overwrite=True)
@@ -157,18 +170,34 @@ def main(argv=None) -> int:
                         help="first N structures for training (the next --n-valid validate); 0: the whole file, "
                              "split as mlip train splits it (what the shipped models saw)")
     parser.add_argument("--n-valid", type=int, default=150)
+    parser.add_argument("--valid", help="a validation file (then --train's first --n-train structures, or all "
+                                        "with --n-train 0, train)")
+    parser.add_argument("--config", action="append", default=[], metavar="KIND=PATH",
+                        help=f"the base config of an architecture ({', '.join(BASES)}); default the EMT "
+                             "stage-1 configs")
     parser.add_argument("--n-test", type=int, default=500)
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS))
     parser.add_argument("--out", default="ablations")
     parser.add_argument("--report", action="store_true", help="only write the table of finished variants")
     args = parser.parse_args(argv)
+    args.bases = dict(BASES)
+    for item in args.config:
+        kind, _, path = item.partition("=")
+        if kind not in BASES or not path:
+            parser.error(f"--config {item!r}: give KIND=PATH with KIND one of {', '.join(BASES)}")
+        if not Path(path).is_file():
+            parser.error(f"--config {item!r}: no file {path}")
+        args.bases[kind] = Path(path)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.report:
         from mlip.data import read_dataset
 
         train_all = list(read_dataset(args.train))
-        if args.n_train > 0:
+        if args.valid:
+            train_samples = train_all[:args.n_train] if args.n_train > 0 else train_all
+            valid_samples = list(read_dataset(args.valid))
+        elif args.n_train > 0:
             train_samples = train_all[:args.n_train]
             valid_samples = train_all[args.n_train:args.n_train + args.n_valid]
         else:  # exactly the shipped models' data: mlip train's split (valid_fraction 0.1, seed 0, by group)

@@ -20,9 +20,11 @@ Python runs ``benchmarks/mace_helper.py`` in subprocesses; see benchmarks/README
    (meV/atom), force components (meV/Å), stress components (meV/Å³; structures with a stress label).
 3. Cost of an MD step: energy + forces + stress in float32 on the CPU, positions moved by
    σ = 1e-3 Å before every call (nothing cached, neighbour list rebuilt), median of ``--repeats``
-   calls after ``--warmup`` calls, on a 256-atom fcc Cu cell (a = 3.61 Å, cubic × 4) and a 500-atom
-   Cu–Au solid solution (a = 3.75 Å, cubic × 5, 50 % Au at random with default_rng(0), rattled
-   0.05 Å with seed 1). The same structures (written to OUT/md_cells.xyz) go to both programs.
+   calls after ``--warmup`` calls. ``--md-cells cu-au`` (default): a 256-atom fcc Cu cell (a = 3.61 Å,
+   cubic × 4) and a 500-atom Cu–Au solid solution (a = 3.75 Å, cubic × 5, 50 % Au at random with
+   default_rng(0), rattled 0.05 Å with seed 1); ``si-ge``: a 216-atom diamond Si cell (a = 5.47 Å,
+   cubic × 3) and a 512-atom Si–Ge solid solution (a = 5.62 Å, cubic × 4, 50 % Ge the same way,
+   rattled the same way). The same structures (written to OUT/md_cells.xyz) go to both programs.
 
 Threads: ``OMP_NUM_THREADS`` from the environment (or ``--threads``, which sets it for the MACE
 subprocesses and ``torch.set_num_threads`` here); the table states the thread counts each side used.
@@ -51,18 +53,32 @@ import numpy as np
 
 HELPER = Path(__file__).resolve().with_name("mace_helper.py")
 MACE_NAME = "mace_baseline"
-SIZES = (256, 500)
 MACE_R_MAX = 5.0  # Å: MACE's cutoff, and the radius within which an isolated atom has no neighbour
 
 
-def mace_arguments(train: Path, work_dir: Path, e0s: str) -> list:
-    """mace_run_train arguments (mace-torch 0.3.16): a small CPU model, ASE's label keys, no Stage Two
-    (SWA needs to know the number of epochs in advance, which a wall-clock budget does not; pass
-    ``--mace-extra "--swa --start_swa N"`` to switch it on at epoch N). ``e0s``: MACE's ``--E0s``."""
+def label_keys(path: Path) -> dict:
+    """The extxyz keys of a file's energy, forces and stress labels: ``mlip data label``'s ``REF_`` keys
+    (:data:`mlip.workflows.labelling.LABEL_KEYS`) when its first frame has them, else ASE's own."""
+    import ase.io
+
+    from mlip.workflows.labelling import LABEL_KEYS
+
+    first = ase.io.read(path, index=0)
+    if LABEL_KEYS["energy"] in first.info:
+        return dict(LABEL_KEYS)
+    return {"energy": "energy", "forces": "forces", "stress": "stress"}
+
+
+def mace_arguments(train: Path, work_dir: Path, e0s: str, keys: dict = None) -> list:
+    """mace_run_train arguments (mace-torch 0.3.16): a small CPU model, the file's label ``keys``
+    (:func:`label_keys`; default ASE's), no Stage Two (SWA needs to know the number of epochs in
+    advance, which a wall-clock budget does not; pass ``--mace-extra "--swa --start_swa N"`` to switch
+    it on at epoch N). ``e0s``: MACE's ``--E0s``."""
+    keys = keys or {"energy": "energy", "forces": "forces", "stress": "stress"}
     return [
         "--name", MACE_NAME, "--seed", "0", "--work_dir", str(work_dir),
         "--train_file", str(train), "--valid_fraction", "0.1",
-        "--energy_key", "energy", "--forces_key", "forces", "--stress_key", "stress",
+        "--energy_key", keys["energy"], "--forces_key", keys["forces"], "--stress_key", keys["stress"],
         "--model", "MACE", "--num_channels", "32", "--max_L", "1", "--correlation", "3",
         "--num_interactions", "2", "--r_max", str(MACE_R_MAX),
         "--E0s", e0s,
@@ -85,8 +101,9 @@ def mace_e0s(kind: str, train_atoms, r_max: float = MACE_R_MAX) -> str:
     if kind == "average":
         return "average"
     from mlip.training.reference_energies import isolated_atom_energies
+    from mlip.training.samples import atoms_of
 
-    numbers = sorted({int(z) for atoms in train_atoms for z in atoms.numbers})
+    numbers = sorted({int(z) for sample in train_atoms for z in atoms_of(sample).numbers})
     try:
         energies = isolated_atom_energies(train_atoms, numbers, r_max)
     except ValueError as err:
@@ -94,18 +111,24 @@ def mace_e0s(kind: str, train_atoms, r_max: float = MACE_R_MAX) -> str:
     return "{" + ", ".join(f"{z}: {float(e)!r}" for z, e in zip(numbers, energies)) + "}"
 
 
-def md_cells():
+#: --md-cells: (element, structure, a, repeat) of the pure cell, then of the half-and-half solid solution
+MD_CELLS = {"cu-au": (("Cu", "fcc", 3.61, 4), ("Cu", "Au", "fcc", 3.75, 5)),
+            "si-ge": (("Si", "diamond", 5.47, 3), ("Si", "Ge", "diamond", 5.62, 4))}
+
+
+def md_cells(kind: str = "cu-au"):
+    """The two cells whose MD step is timed: a pure crystal and a rattled 50 % solid solution."""
     from ase.build import bulk
 
-    cu = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(4)
-    cuau = bulk("Cu", "fcc", a=3.75, cubic=True).repeat(5)
+    (element, structure, a, n), (host, guest, alloy_structure, a_alloy, m) = MD_CELLS[kind]
+    pure = bulk(element, structure, a=a, cubic=True).repeat(n)
+    alloy = bulk(host, alloy_structure, a=a_alloy, cubic=True).repeat(m)
     rng = np.random.default_rng(0)
-    symbols = np.array(cuau.get_chemical_symbols())
-    symbols[rng.permutation(len(cuau))[: len(cuau) // 2]] = "Au"
-    cuau.set_chemical_symbols(symbols.tolist())
-    cuau.rattle(0.05, seed=1)
-    assert [len(cu), len(cuau)] == list(SIZES)
-    return [cu, cuau]
+    symbols = np.array(alloy.get_chemical_symbols())
+    symbols[rng.permutation(len(alloy))[: len(alloy) // 2]] = guest
+    alloy.set_chemical_symbols(symbols.tolist())
+    alloy.rattle(0.05, seed=1)
+    return [pure, alloy]
 
 
 def time_steps(calc, atoms, warmup: int, repeats: int):
@@ -169,18 +192,21 @@ def fmt(x, digits=1):
     return f"{x:.{digits}f}"
 
 
-def table(rows) -> str:
-    head = ("| model | params | E MAE (meV/atom) | F MAE (meV/Å) | S MAE (meV/Å³) | ms/step 256 | ms/step 500 "
-            "| atom·steps/s 256 | atom·steps/s 500 | cost vs MACE 256 | cost vs MACE 500 | aim met |")
+def table(rows, sizes) -> str:
+    """Markdown table of ``rows``, with the MD columns of the cells of ``sizes`` atoms."""
+    a, b = sizes
+    head = (f"| model | params | E MAE (meV/atom) | F MAE (meV/Å) | S MAE (meV/Å³) | ms/step {a} | ms/step {b} "
+            f"| atom·steps/s {a} | atom·steps/s {b} | cost vs MACE {a} | cost vs MACE {b} | aim met |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         m, t = r["test"], r["md"]
         lines.append(
             f"| {r['model']} | {r['n_parameters']:,} | {fmt(m.get('energy_mae_meV_per_atom'), 2)} "
             f"| {fmt(m.get('forces_mae_meV_per_A'), 1)} | {fmt(m.get('stress_mae_meV_per_A3'), 2)} "
-            f"| {fmt(t['256']['ms_per_step'])} | {fmt(t['500']['ms_per_step'])} "
-            f"| {fmt(t['256']['atom_steps_per_s'], 0)} | {fmt(t['500']['atom_steps_per_s'], 0)} | {fmt(r.get('cost_vs_mace_256'), 2)} "
-            f"| {fmt(r.get('cost_vs_mace_500'), 2)} | {r.get('aim_met', '–')} |")
+            f"| {fmt(t[str(a)]['ms_per_step'])} | {fmt(t[str(b)]['ms_per_step'])} "
+            f"| {fmt(t[str(a)]['atom_steps_per_s'], 0)} | {fmt(t[str(b)]['atom_steps_per_s'], 0)} "
+            f"| {fmt(r.get(f'cost_vs_mace_{a}'), 2)} | {fmt(r.get(f'cost_vs_mace_{b}'), 2)} "
+            f"| {r.get('aim_met', '–')} |")
     return "\n".join(lines)
 
 
@@ -199,6 +225,8 @@ def main(argv=None):
                         "least-squares 'average'")
     p.add_argument("--mace-extra", default="", help="extra mace_run_train arguments (override the defaults)")
     p.add_argument("--threads", type=int, default=None, help="threads for both (default: OMP_NUM_THREADS / torch's)")
+    p.add_argument("--md-cells", choices=sorted(MD_CELLS), default="cu-au",
+                   help="the pure and alloy cells whose MD step is timed (default cu-au)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=10)
     args = p.parse_args(argv)
@@ -217,14 +245,17 @@ def main(argv=None):
     out = Path(args.out)
     mace_dir = out / "mace"
     train, test = Path(args.train).resolve(), Path(args.test).resolve()
-    test_samples = ase.io.read(test, index=":")
-    train_atoms = ase.io.read(train, index=":")
+    from mlip.data import read_dataset
+
+    test_samples = read_dataset(test)   # ASE's label keys or mlip data label's REF_ ones
+    train_atoms = read_dataset(train)
     n_train = len(train_atoms)
     out.mkdir(parents=True, exist_ok=True)
     log = out / "mace.log"
     log.write_text("")  # the MACE helpers' output of this run
     cells_path = out / "md_cells.xyz"
-    cells = md_cells()
+    cells = md_cells(args.md_cells)
+    sizes = [len(c) for c in cells]
     ase.io.write(cells_path, cells, format="extxyz")
     result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
               "train": str(train), "test": str(test), "n_train": n_train, "n_test": len(test_samples),
@@ -257,7 +288,7 @@ def main(argv=None):
         mace_dir.mkdir(parents=True)
         e0s = mace_e0s(args.mace_e0s, train_atoms)
         result["mace_e0s"] = e0s
-        mace_args = mace_arguments(train, mace_dir.resolve(), e0s) + shlex.split(args.mace_extra)
+        mace_args = mace_arguments(train, mace_dir.resolve(), e0s, label_keys(train)) + shlex.split(args.mace_extra)
         result["mace_arguments"] = mace_args
         (mace_dir / "arguments.json").write_text(json.dumps({"mace_e0s": e0s, "mace_arguments": mace_args}, indent=1))
         print(f"training MACE for {args.minutes} min (log: {log}) ...", flush=True)
@@ -306,12 +337,12 @@ def main(argv=None):
             sec, all_s = time_steps(calc, atoms, args.warmup, args.repeats)
             row["md"][str(len(atoms))] = {"ms_per_step": 1e3 * sec, "atom_steps_per_s": len(atoms) / sec,
                                           "all_s": all_s}
-        for n in SIZES:
+        for n in sizes:
             row[f"cost_vs_mace_{n}"] = row["md"][str(n)]["ms_per_step"] / mace_row["md"][str(n)]["ms_per_step"]
         keys = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")
         as_accurate = all(not math.isfinite(mace_row["test"][k]) or row["test"][k] <= mace_row["test"][k]
                           for k in keys)
-        cheaper = all(row[f"cost_vs_mace_{n}"] < 1 for n in SIZES)
+        cheaper = all(row[f"cost_vs_mace_{n}"] < 1 for n in sizes)
         row["as_accurate_as_mace"], row["cheaper_than_mace"] = as_accurate, cheaper
         row["aim_met"] = "yes" if as_accurate and cheaper else (
             "accuracy only" if as_accurate else "cost only" if cheaper else "no")
@@ -319,7 +350,7 @@ def main(argv=None):
         print(f"{spec}: evaluated", flush=True)
 
     result["models"] = rows
-    text = table(rows)
+    text = table(rows, sizes)
     notes = [
         f"Test set {test.name} ({len(test_samples)} structures). "
         + (f"MACE trained on {train.name} ({n_train} structures, 10 % for validation) for {args.minutes:g} min of "

@@ -1,0 +1,50 @@
+"""benchmarks/ablations.py: every variant builds a valid training config and model from the EMT bases and
+from the Si–Ge ones given with --config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlip.testing import script_module
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "ablations.py"
+SIGE = {"platonic": ROOT / "examples" / "recipes" / "platonic-sige" / "stage1.yaml",
+        "equiformer": ROOT / "examples" / "recipes" / "equiformer_v3-sige" / "stage1.yaml",
+        "embedded_atom": ROOT / "benchmarks" / "configs" / "embedded_atom_sige_stage1.yaml"}
+
+pytestmark = pytest.mark.skipif(not SCRIPT.is_file(),
+                                reason="benchmarks/ is not beside the tests (installed tests)")
+
+
+@pytest.fixture(scope="module")
+def ab():
+    with script_module(SCRIPT) as module:
+        yield module
+
+
+@pytest.mark.parametrize("data", ["emt", "sige"])
+def test_every_variant_makes_its_model(ab, data, tmp_path):
+    from mlip.models import create_model
+    from mlip.training import TrainConfig
+
+    bases = ab.BASES if data == "emt" else SIGE
+    species = {"emt": {"Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt"}, "sige": {"Si", "Ge"}}[data]
+    for name, (kind, overrides, _) in ab.VARIANTS.items():
+        cfg = ab.variant_config(name, tmp_path, minutes=1.0, epochs=3, bases=bases)
+        config = TrainConfig.from_dict(cfg)
+        assert config.epochs == 3 and config.out_dir == str(tmp_path / name) and cfg["data"] == {}
+        assert {k: config.model[k] for k in overrides} == overrides, name
+        assert set(config.model["species"]) == species, name
+        args = dict(config.model)
+        potential = create_model(args.pop("name"), seed=0, **args)
+        assert sum(p.numel() for p in potential.parameters()) > 0, name
+
+
+def test_a_bad_config_option_is_one_line(ab, tmp_path):
+    with pytest.raises(SystemExit):
+        ab.main(["--config", "transformer=x.yaml", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        ab.main(["--config", f"platonic={tmp_path / 'missing.yaml'}", "--out", str(tmp_path)])
