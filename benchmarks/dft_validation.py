@@ -173,12 +173,19 @@ def emt_method() -> Method:
                   {"calculator": "emt", "version": lab.version, "settings": {}})
 
 
+def method_name(path: str) -> str:
+    """A checkpoint's name in the report: its stem, or for a training run's ``best``/``last`` weights
+    the run folder's name too (``run/best.safetensors`` → ``run-best``), so that two runs differ."""
+    p = Path(path)
+    return f"{p.resolve().parent.name}-{p.stem}" if p.stem in ("best", "last") else p.stem
+
+
 def model_method(spec: str) -> Method:
     from mlip.workflows.model_loading import describe_model, resolve_calculator
     from mlip.workflows.run_cache import model_fingerprint
 
     calc = resolve_calculator(spec, device="cpu", dtype="float64")
-    name = Path(spec).stem if os.path.exists(spec) else spec.split(":")[-1]
+    name = method_name(spec) if os.path.exists(spec) else spec.split(":")[-1]
     return Method(name, model_fingerprint(calc), lambda atoms: calc,
                   {"calculator": describe_model(calc, spec), "model": spec})
 

@@ -19,6 +19,10 @@ stage, in order; the card then lists every stage and the total training time. Me
 * for a transformer with an embedded-atom term: what its network adds to the term (the weights with
   the final readout zeroed leave the term alone; mean absolute change of the test energies and
   forces, and the term-alone errors).
+* with ``--dft-validation JSON``: the crystal properties of ``benchmarks/dft_validation.py`` against its
+  reference (GPAW), with the issue's targets (lattice constants within 0.5 %, bulk moduli within 5 %,
+  Si phonon frequency MAE ≤ 0.3 THz); with ``--mace-baseline JSON``: errors and ms per MD step beside
+  MACE trained on the same data for the same minutes (``benchmarks/mace_baseline.py``);
 * with ``--discovery METRICS_JSON``: the scores of the miniature Matbench Discovery run
   (``examples/discovery_emt.py``; its ``metrics.json``), in the card and its JSON.
 
@@ -176,7 +180,18 @@ def md_step_speed(potential, atoms, repeats: int = 10) -> float:
     return len(atoms) / float(np.median(times))
 
 
-def speed_structures():
+def speed_structures(kind: str = "cu-au"):
+    """The two cells of the card's MD-step speed, by label. ``cu-au``: the EMT cards' fcc Cu and Cu–Au
+    solid solution; ``si-ge``: the diamond Si and Si–Ge cells ``benchmarks/mace_baseline.py --md-cells
+    si-ge`` times, so that the card's speed and its MACE comparison are of the same cells."""
+    if kind == "si-ge":
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from mace_baseline import md_cells
+
+        si, sige = md_cells("si-ge")
+        return {f"diamond Si, {len(si)} atoms": si, f"Si-Ge solid solution, {len(sige)} atoms": sige}
     from ase.build import bulk
 
     cu = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(4)  # 256 atoms
@@ -243,6 +258,125 @@ def teacher_section(teacher: dict | None) -> list:
     return lines
 
 
+#: the crystal properties a card quotes from benchmarks/dft_validation.py: (dotted key, label, unit,
+#: target as a relative difference in %, or None)
+DFT_PROPERTIES = (
+    ("lattice.Si.a_A", "Si lattice constant", "Å", 0.5),
+    ("lattice.Ge.a_A", "Ge lattice constant", "Å", 0.5),
+    ("lattice.Si.B_GPa", "Si bulk modulus", "GPa", 5.0), ("lattice.Ge.B_GPa", "Ge bulk modulus", "GPa", 5.0),
+    ("elastic.Si.C11_GPa", "Si C11", "GPa", None), ("elastic.Si.C12_GPa", "Si C12", "GPa", None),
+    ("elastic.Si.C44_GPa", "Si C44", "GPa", None),
+    ("phases.Si.transition_pressures_GPa.diamond_to_beta_tin", "Si diamond → β-Sn pressure", "GPa", None),
+    ("vacancy.Si.formation_energy_relaxed_eV", "Si vacancy formation energy (relaxed)", "eV", None),
+    ("surface.Si.gamma_100_relaxed_2x1_J_per_m2", "Si (100) 2×1 surface energy (relaxed)", "J/m²", None),
+    ("kappa.Si.kappa_300K_W_per_mK", "Si κ(300 K)", "W/(m·K)", None),
+    ("kappa.Ge.kappa_300K_W_per_mK", "Ge κ(300 K)", "W/(m·K)", None),
+)
+#: Si's phonon frequency MAE target against the reference (THz)
+PHONON_TARGET_THZ = {"Si": 0.3}
+
+
+def quote_dft_validation(path: Path, method: str | None, command: str) -> dict:
+    """The card's ``dft_validation`` entry from a ``dft_validation.json``: for each of
+    :data:`DFT_PROPERTIES` the model has, its value and the reference's, and the phonon frequency MAE
+    per element. ``method``: the model's name in the report (default: the one method besides the
+    reference)."""
+    report = json.loads(path.read_text())
+    reference = report["reference"]
+    others = [m for m in report["methods"] if m != reference]
+    if method is None:
+        if len(others) != 1:
+            raise SystemExit(f"{path}: methods {others}; name this model's with --dft-validation-method")
+        method = others[0]
+    if method not in report["methods"]:
+        raise SystemExit(f"{path}: no method {method!r} (it has {', '.join(report['methods'])})")
+
+    def scalars(properties, prefix=""):
+        out = {}
+        for key, value in properties.items():
+            if isinstance(value, dict):
+                out.update(scalars(value, f"{prefix}{key}."))
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{prefix}{key}"] = float(value)
+        return out
+
+    mine = scalars(report["methods"][method]["properties"])
+    ref = scalars(report["methods"][reference]["properties"])
+    rows = [{"key": key, "label": label, "unit": unit, "target_percent": target, "model": mine[key],
+             "reference": ref.get(key)} for key, label, unit, target in DFT_PROPERTIES if key in mine]
+    phonons = report.get("differences", {}).get(method, {}).get("phonon_frequency_mae_THz", {})
+    return {"command": command, "reference": reference, "method": method, "properties": rows,
+            "phonon_frequency_mae_THz": phonons, "literature": report.get("literature", {})}
+
+
+def dft_section(dft: dict | None) -> list:
+    """The card's "Against DFT" section (Markdown lines); [] without a quoted validation."""
+    if not dft:
+        return []
+    lines = ["## Crystal properties against DFT", "",
+             *wrap(f"{dft['reference']} in the dataset's settings against this model (float64), by "
+                   f"`{dft['command']}`:"), "",
+             f"| property | model | {dft['reference']} | difference | target | met |",
+             "|---|---|---|---|---|---|"]
+    for row in dft["properties"]:
+        value, ref = row["model"], row["reference"]
+        if ref is None:
+            diff, target, met = "—", "—", "—"
+        else:
+            diff = f"{100 * (value - ref) / abs(ref):+.1f} %" if ref else f"{value - ref:+.3g}"
+            target = "—" if row["target_percent"] is None else f"within {row['target_percent']:g} %"
+            met = "—" if row["target_percent"] is None else (
+                "yes" if abs(100 * (value - ref) / ref) <= row["target_percent"] else "no")
+        shown_ref = "—" if ref is None else f"{ref:.4g}"
+        lines.append(f"| {row['label']} ({row['unit']}) | {value:.4g} | {shown_ref} | {diff} | {target} "
+                     f"| {met} |")
+    for element, mae in sorted(dft["phonon_frequency_mae_THz"].items(), key=lambda item: item[0] != "Si"):
+        target = PHONON_TARGET_THZ.get(element)
+        aim = "— | —" if target is None else f"≤ {target:g} THz | {'yes' if mae <= target else 'no'}"
+        lines.append(f"| {element} phonon frequency MAE over the band path (THz) | {mae:.3g} | — | — "
+                     f"| {aim} |")
+    return lines + [""]
+
+
+def quote_mace_baseline(path: Path, row_name: str, command: str) -> dict:
+    """The card's ``mace`` entry from a ``mace_baseline.json``: MACE's row and this model's (the row whose
+    ``model`` is ``row_name``), test errors and ms per MD step, and MACE's training budget."""
+    report = json.loads(path.read_text())
+    rows = {r["model"]: r for r in report["models"]}
+    if row_name not in rows:
+        raise SystemExit(f"{path}: no row {row_name!r} (rows: {', '.join(rows)}); give --mace-row")
+
+    def entry(r):
+        return {"n_parameters": r["n_parameters"], "test": {k: r["test"].get(k) for k in KEYS.values()},
+                "ms_per_step": {n: v["ms_per_step"] for n, v in r["md"].items()}, "threads": r.get("threads")}
+
+    budget = rows["MACE"].get("training") or {}
+    return {"command": command, "minutes": report.get("minutes"), "n_test": report.get("n_test"),
+            "mace_epochs": budget.get("epochs_equivalent"), "mace": entry(rows["MACE"]),
+            "model": entry(rows[row_name])}
+
+
+def mace_section(mace: dict | None) -> list:
+    """The card's "Against MACE" section (Markdown lines); [] without a quoted baseline."""
+    if not mace:
+        return []
+    sizes = sorted(mace["mace"]["ms_per_step"], key=int)
+    lines = ["## Against MACE (same data, same training minutes)", "",
+             *wrap(f"MACE trained by its own `mace_run_train` on the same training file for "
+                   f"{mace['minutes']:g} min ({mace['mace_epochs']:.1f} epochs), both evaluated on the "
+                   f"{mace['n_test']} test structures (float64) and timed in one run (float32, energy + "
+                   f"forces + stress per MD step; "
+                   f"`{mace['command']}`):"), "",
+             "| model | parameters | energy MAE (meV/atom) | force MAE (meV/Å) | stress MAE (meV/Å³) | "
+             + " | ".join(f"ms/step, {n} atoms" for n in sizes) + " |",
+             "|---|---|---|---|---|" + "---|" * len(sizes)]
+    for who, r in (("this model", mace["model"]), ("MACE", mace["mace"])):
+        errs = " | ".join("—" if r["test"][KEYS[k]] is None else fmt(r["test"][KEYS[k]]) for k in KEYS)
+        lines.append(f"| {who} | {r['n_parameters']:,} | {errs} | "
+                     + " | ".join(f"{r['ms_per_step'][n]:.1f}" for n in sizes) + " |")
+    return lines + [""]
+
+
 def quote_student_vs_teacher(path: Path, command: str, teacher_name: str) -> tuple:
     """(the card's ``teacher`` entry, its ``mini_discovery`` entry or None) from a
     ``student_vs_teacher.json``."""
@@ -304,10 +438,19 @@ def write_card(path: Path, data: dict) -> None:
         target = targets.get(key)
         aim = "— | —" if target is None else f"≤ {target:g} {UNIT[key]} | {'yes' if mae <= target else 'no'}"
         lines.append(f"| {key} | {fmt(mae)} {UNIT[key]} | {fmt(rmse)} {UNIT[key]} | {aim} |")
-    lines += ["", "By kind of structure (MAE):", "", "| config_type | structures | energy (meV/atom) | forces (meV/Å) |",
-              "|---|---|---|---|"]
+    with_rmse = all(KEYS["forces"].replace("mae", "rmse") in row for row in t["by_config_type"].values())
+    if with_rmse:
+        lines += ["", "By kind of structure:", "", "| config_type | structures | energy MAE (meV/atom) | "
+                  "energy RMSE | force MAE (meV/Å) | force RMSE |", "|---|---|---|---|---|---|"]
+    else:
+        lines += ["", "By kind of structure (MAE):", "", "| config_type | structures | energy (meV/atom) | "
+                  "forces (meV/Å) |", "|---|---|---|---|"]
     for kind, row in sorted(t["by_config_type"].items()):
-        lines.append(f"| {kind} | {row['n']} | {fmt(row[KEYS['energy']])} | {fmt(row[KEYS['forces']])} |")
+        cells = [KEYS["energy"], KEYS["forces"]]
+        if with_rmse:
+            cells = [KEYS["energy"], KEYS["energy"].replace("mae", "rmse"), KEYS["forces"],
+                     KEYS["forces"].replace("mae", "rmse")]
+        lines.append(f"| {kind} | {row['n']} | " + " | ".join(fmt(row[c]) for c in cells) + " |")
     lines += ["", "Force MAE by element (meV/Å): " + ", ".join(
         f"{k.split('_')[2]} {fmt(v)}" for k, v in sorted(t["metrics"].items()) if k.startswith("forces_mae_")
         and k.count("_") == 5), ""]
@@ -356,6 +499,8 @@ def write_card(path: Path, data: dict) -> None:
             "",
         ]
     lines += teacher_section(data.get("teacher"))
+    lines += dft_section(data.get("dft_validation"))
+    lines += mace_section(data.get("mace"))
     lines += [
         "## Speed",
         "",
@@ -457,6 +602,18 @@ def main(argv=None) -> int:
     parser.add_argument("--student-vs-teacher", default=None,
                         help="OUT/student_vs_teacher.json of benchmarks/student_vs_teacher.py for this model")
     parser.add_argument("--student-vs-teacher-command", default=None, help="the command that produced it")
+    parser.add_argument("--dft-validation", default=None,
+                        help="dft_validation.json of benchmarks/dft_validation.py, this model a method")
+    parser.add_argument("--dft-validation-method", default=None, help="this model's method name in it")
+    parser.add_argument("--dft-validation-command", default="benchmarks/dft_validation.py",
+                        help="the command that produced it")
+    parser.add_argument("--mace-baseline", default=None,
+                        help="mace_baseline.json of benchmarks/mace_baseline.py, this model one --ours")
+    parser.add_argument("--mace-row", default=None, help="this model's row (its --ours; default --name)")
+    parser.add_argument("--mace-baseline-command", default="benchmarks/mace_baseline.py",
+                        help="the command that produced it")
+    parser.add_argument("--speed-cells", choices=("cu-au", "si-ge"), default="cu-au",
+                        help="the cells of the MD-step speed (default cu-au, the EMT cards')")
     parser.add_argument("--sample-n", type=int, default=40)
     parser.add_argument("--sample-seed", type=int, default=1)
     parser.add_argument("--out", default="models/pretrained")
@@ -499,8 +656,9 @@ def main(argv=None) -> int:
     test = list(read_dataset(args.test))
     test_metrics, groups = evaluate_groups(potential, test, lambda s: s.atoms.info.get("config_type", "?"),
                                            batch_size=16, dtype="float64")
-    kinds = {kind: {"n": n, KEYS["energy"]: m[KEYS["energy"]], KEYS["forces"]: m[KEYS["forces"]]}
-             for kind, (n, m) in groups.items()}
+    by_kind = (KEYS["energy"], KEYS["forces"], KEYS["energy"].replace("mae", "rmse"),
+               KEYS["forces"].replace("mae", "rmse"))
+    kinds = {kind: {"n": n, **{k: m[k] for k in by_kind}} for kind, (n, m) in groups.items()}
     if args.card_sample:
         sample_entry = {"file": Path(args.card_sample).as_posix()}
     else:
@@ -512,7 +670,7 @@ def main(argv=None) -> int:
 
     rotations = rotation_spread(potential, test[:: max(1, len(test) // 25)][:25])
     share = embedded_atom_share(weights, test)
-    speed = {label: md_step_speed(potential, atoms) for label, atoms in speed_structures().items()}
+    speed = {label: md_step_speed(potential, atoms) for label, atoms in speed_structures(args.speed_cells).items()}
     cfg = meta["training"]["config"]
     best_epoch = int(meta.get("epoch", len(history)))
     stages = []
@@ -563,6 +721,12 @@ def main(argv=None) -> int:
             args.reference)
         if discovery:
             data["mini_discovery"] = discovery
+    if args.dft_validation:
+        data["dft_validation"] = quote_dft_validation(Path(args.dft_validation), args.dft_validation_method,
+                                                      args.dft_validation_command)
+    if args.mace_baseline:
+        data["mace"] = quote_mace_baseline(Path(args.mace_baseline), args.mace_row or args.name,
+                                           args.mace_baseline_command)
     if args.orientation is not None:
         data["orientation"] = {"shipped": args.orientation, "trained": trained_orientation}
     if args.discovery:

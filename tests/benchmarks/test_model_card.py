@@ -104,3 +104,71 @@ def test_a_card_sample_file_is_read_from_the_repository(model_card, samples, tmp
     ours, theirs = model_card.errors(potential, read_back), model_card.errors(potential, samples)
     for key in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3"):
         assert ours[key] == pytest.approx(theirs[key], rel=1e-9), key  # the labels came back
+
+
+def _dft_report(tmp_path):
+    import json
+
+    si = {"a_A": 5.5, "B_GPa": 80.0}
+    report = {"reference": "gpaw", "literature": {},
+              "methods": {"gpaw": {"properties": {"lattice": {"Si": {"a_A": 5.477, "B_GPa": 88.9}},
+                                                  "elastic": {"Si": {"C11_GPa": 150.0}}}},
+                          "mine": {"properties": {"lattice": {"Si": si}, "elastic": {"Si": {"C11_GPa": 140.0}},
+                                                  "vacancy": {"Si": {"formation_energy_relaxed_eV": 3.4}}}},
+                          "other": {"properties": {}}},
+              "differences": {"mine": {"phonon_frequency_mae_THz": {"Ge": 0.5, "Si": 0.2}}}}
+    path = tmp_path / "dft_validation.json"
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_a_card_quotes_the_dft_validation_with_its_targets(model_card, tmp_path):
+    """--dft-validation: each property the model has, beside the reference's, with the issue's targets
+    (lattice constant within 0.5 %, bulk modulus within 5 %, Si phonons ≤ 0.3 THz) judged; a property
+    the reference lacks has no difference; the method must be named when the report has several."""
+    path = _dft_report(tmp_path)
+    with pytest.raises(SystemExit, match="--dft-validation-method"):
+        model_card.quote_dft_validation(path, None, "cmd")
+    with pytest.raises(SystemExit, match="no method 'absent'"):
+        model_card.quote_dft_validation(path, "absent", "cmd")
+    entry = model_card.quote_dft_validation(path, "mine", "python dv.py")
+    assert [r["key"] for r in entry["properties"]] == [
+        "lattice.Si.a_A", "lattice.Si.B_GPa", "elastic.Si.C11_GPa", "vacancy.Si.formation_energy_relaxed_eV"]
+    text = "\n".join(model_card.dft_section(entry))
+    assert "| Si lattice constant (Å) | 5.5 | 5.477 | +0.4 % | within 0.5 % | yes |" in text
+    assert "| Si bulk modulus (GPa) | 80 | 88.9 | -10.0 % | within 5 % | no |" in text
+    assert "| Si C11 (GPa) | 140 | 150 | -6.7 % | — | — |" in text
+    assert "| Si vacancy formation energy (relaxed) (eV) | 3.4 | — | — | — | — |" in text
+    assert "| Si phonon frequency MAE over the band path (THz) | 0.2 | — | — | ≤ 0.3 THz | yes |" in text
+    assert text.index("Si phonon") < text.index("Ge phonon") and "`python dv.py`" in text
+    assert model_card.dft_section(None) == []
+
+
+def test_a_card_quotes_the_mace_baseline_row_of_its_model(model_card, tmp_path):
+    """--mace-baseline: this model's row and MACE's, errors and ms per MD step of every timed cell."""
+    import json
+
+    def row(name, e, ms):
+        return {"model": name, "n_parameters": 1000, "test": {"energy_mae_meV_per_atom": e,
+                                                             "forces_mae_meV_per_A": 2 * e,
+                                                             "stress_mae_meV_per_A3": e / 2},
+                "md": {"216": {"ms_per_step": ms}, "512": {"ms_per_step": 3 * ms}}, "threads": 1}
+
+    mace = row("MACE", 10.0, 100.0)
+    mace["training"] = {"epochs_equivalent": 12.5}
+    path = tmp_path / "mace_baseline.json"
+    rows = [mace, row("run/best.safetensors", 5.0, 50.0)]
+    path.write_text(json.dumps({"minutes": 60, "n_test": 100, "models": rows}))
+    with pytest.raises(SystemExit, match="no row 'x'"):
+        model_card.quote_mace_baseline(path, "x", "cmd")
+    entry = model_card.quote_mace_baseline(path, "run/best.safetensors", "cmd")
+    text = "\n".join(model_card.mace_section(entry))
+    assert "for 60 min (12.5 epochs)" in text and "ms/step, 216 atoms | ms/step, 512 atoms |" in text
+    assert "| this model | 1,000 | 5.00 | 10.0 | 2.50 | 50.0 | 150.0 |" in text
+    assert "| MACE | 1,000 | 10.0 | 20.0 | 5.00 | 100.0 | 300.0 |" in text
+
+
+def test_the_si_ge_speed_cells_are_the_mace_baselines(model_card):
+    cells = model_card.speed_structures("si-ge")
+    assert list(cells) == ["diamond Si, 216 atoms", "Si-Ge solid solution, 512 atoms"]
+    assert set(cells["Si-Ge solid solution, 512 atoms"].get_chemical_symbols()) == {"Si", "Ge"}
