@@ -328,6 +328,9 @@ def dft_section(dft: dict | None) -> list:
             met = "—" if row["target_percent"] is None else (
                 "yes" if abs(100 * (value - ref) / ref) <= row["target_percent"] else "no")
         shown_ref = "—" if ref is None else f"{ref:.4g}"
+        published = dft["literature"].get("kappa_300K_W_per_mK", {}).get(row["key"].split(".")[1])
+        if ref is None and row["key"].startswith("kappa.") and published:
+            shown_ref = f"{published[0]:g}–{published[1]:g} (published PBE)"
         lines.append(f"| {row['label']} ({row['unit']}) | {value:.4g} | {shown_ref} | {diff} | {target} "
                      f"| {met} |")
     for element, mae in sorted(dft["phonon_frequency_mae_THz"].items(), key=lambda item: item[0] != "Si"):
@@ -335,6 +338,10 @@ def dft_section(dft: dict | None) -> list:
         aim = "— | —" if target is None else f"≤ {target:g} THz | {'yes' if mae <= target else 'no'}"
         lines.append(f"| {element} phonon frequency MAE over the band path (THz) | {mae:.3g} | — | — "
                      f"| {aim} |")
+    source = dft["literature"].get("kappa_300K_W_per_mK", {}).get("source")
+    if source and any(row["key"].startswith("kappa.") for row in dft["properties"]):
+        lines += ["", *wrap(f"κ: no DFT third-order force constants here (too costly); the published range is "
+                            f"{source}.")]
     return lines + [""]
 
 

@@ -110,11 +110,13 @@ def _dft_report(tmp_path):
     import json
 
     si = {"a_A": 5.5, "B_GPa": 80.0}
-    report = {"reference": "gpaw", "literature": {},
+    literature = {"kappa_300K_W_per_mK": {"Si": [130.0, 150.0], "source": "ref X"}}
+    report = {"reference": "gpaw", "literature": literature,
               "methods": {"gpaw": {"properties": {"lattice": {"Si": {"a_A": 5.477, "B_GPa": 88.9}},
                                                   "elastic": {"Si": {"C11_GPa": 150.0}}}},
                           "mine": {"properties": {"lattice": {"Si": si}, "elastic": {"Si": {"C11_GPa": 140.0}},
-                                                  "vacancy": {"Si": {"formation_energy_relaxed_eV": 3.4}}}},
+                                                  "vacancy": {"Si": {"formation_energy_relaxed_eV": 3.4}},
+                                                  "kappa": {"Si": {"kappa_300K_W_per_mK": 120.0}}}},
                           "other": {"properties": {}}},
               "differences": {"mine": {"phonon_frequency_mae_THz": {"Ge": 0.5, "Si": 0.2}}}}
     path = tmp_path / "dft_validation.json"
@@ -133,12 +135,14 @@ def test_a_card_quotes_the_dft_validation_with_its_targets(model_card, tmp_path)
         model_card.quote_dft_validation(path, "absent", "cmd")
     entry = model_card.quote_dft_validation(path, "mine", "python dv.py")
     assert [r["key"] for r in entry["properties"]] == [
-        "lattice.Si.a_A", "lattice.Si.B_GPa", "elastic.Si.C11_GPa", "vacancy.Si.formation_energy_relaxed_eV"]
+        "lattice.Si.a_A", "lattice.Si.B_GPa", "elastic.Si.C11_GPa", "vacancy.Si.formation_energy_relaxed_eV",
+        "kappa.Si.kappa_300K_W_per_mK"]
     text = "\n".join(model_card.dft_section(entry))
     assert "| Si lattice constant (Å) | 5.5 | 5.477 | +0.4 % | within 0.5 % | yes |" in text
     assert "| Si bulk modulus (GPa) | 80 | 88.9 | -10.0 % | within 5 % | no |" in text
     assert "| Si C11 (GPa) | 140 | 150 | -6.7 % | — | — |" in text
     assert "| Si vacancy formation energy (relaxed) (eV) | 3.4 | — | — | — | — |" in text
+    assert "| Si κ(300 K) (W/(m·K)) | 120 | 130–150 (published PBE) | — | — | — |" in text and "ref X" in text
     assert "| Si phonon frequency MAE over the band path (THz) | 0.2 | — | — | ≤ 0.3 THz | yes |" in text
     assert text.index("Si phonon") < text.index("Ge phonon") and "`python dv.py`" in text
     assert model_card.dft_section(None) == []

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Everything issue 37 does after the labelling, in order, each step skipped when its output exists (so a
+# rerun after a crash goes on where it stopped):
+#
+#   bash examples/datasets/sige-pbe/models.sh                  # all steps, 60-minute trainings
+#   MINUTES=15 STEPS="data train" bash examples/datasets/sige-pbe/models.sh
+#
+# Steps (STEPS, default all of them):
+#   data      the labelled set sige-pbe.xyz (every structure of run/ labelled), its data card, its split
+#   train     equiformer_v3-sige and platonic-sige, MINUTES each on 2 threads (train_on_budget.py)
+#   mace      MACE trained MINUTES on the same file; errors and MD-step cost beside both models, one run
+#   gpaw      the GPAW side of the crystal properties (vacancy and (100) surface added to the kept cache;
+#             hours on 2 cores, resumable), under mpiexec
+#   validate  the models' side of the crystal properties and their κ(300 K), against GPAW's cache
+#   cards     the two model cards (models/pretrained/), quoting all of the above
+#   ablations the architecture ablations on this data, MINUTES per variant, two at a time on one thread
+#
+# WORK (default examples/datasets/sige-pbe/work, git-ignored) holds everything but the GPAW cache, the
+# cards and their sample (CARDS_OUT and CARD_SAMPLE move those two, e.g. for a trial on part of the
+# data). Needs the package's Python as `python` (with GPAW for `data` and `gpaw`) and the MACE
+# virtualenv of benchmarks/README.md (MACE_PYTHON, default /work/venvs/mace/bin/python).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+minutes=${MINUTES:-60}
+steps=${STEPS:-"data train mace gpaw validate cards ablations"}
+work=${WORK:-$here/work}
+mace_python=${MACE_PYTHON:-/work/venvs/mace/bin/python}
+card_sample=${CARD_SAMPLE:-examples/datasets/sige-pbe/card-sample.xyz}  # relative to the repository
+cards_out=${CARDS_OUT:-models/pretrained}                                # the same
+export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+mkdir -p "$work"
+cd "$work"
+
+want() { [[ " $steps " == *" $1 "* ]]; }
+say() { echo "== $(date +%H:%M:%S) $*"; }
+models=(equiformer_v3-sige platonic-sige)
+properties=(lattice phases elastic phonons vacancy surface)
+
+if want data; then
+    if [ ! -f sige-pbe.xyz ]; then
+        say "data: the labelled set (fails, naming what is missing, until every structure has a result)"
+        (cd "$here" && python -m mlip data label sige-structures.xyz --calculator gpaw --out-dir run \
+            -o "$work/sige-pbe.xyz" --no-progress)
+    fi
+    [ -f sige-pbe.card.json ] || python -m mlip data card sige-pbe.xyz -o sige-pbe.card.json \
+        --markdown sige-pbe.card.md
+    [ -f sige-pbe-test.xyz ] || python -m mlip data split sige-pbe.xyz --seed 0
+    if [ ! -f "$root/$card_sample" ]; then  # the cards' sample, kept in the repository: 3 test frames per kind
+        python - "$root/$card_sample" <<'PY'
+import sys
+from ase.io import read, write
+frames, seen = [], {}
+for atoms in read("sige-pbe-test.xyz", ":"):
+    kind = atoms.info.get("config_type")
+    if seen.get(kind, 0) < 3:
+        seen[kind] = seen.get(kind, 0) + 1
+        frames.append(atoms)
+write(sys.argv[1], frames, format="extxyz")
+PY
+    fi
+fi
+
+if want train; then
+    for model in "${models[@]}"; do
+        if [ ! -f "$model/done" ]; then
+            say "train: $model, $minutes min"
+            rm -rf "$model"
+            OMP_NUM_THREADS=2 python "$root/examples/recipes/train_on_budget.py" \
+                "$root/examples/recipes/$model/stage1.yaml" --minutes "$minutes" --out-dir "$model" \
+                | tee "$model.log"
+            touch "$model/done"
+        fi
+    done
+fi
+
+if want mace && [ ! -f mace/mace_baseline.json ]; then
+    say "mace: MACE $minutes min, then errors and MD-step cost of all three"
+    python "$root/benchmarks/mace_baseline.py" --train sige-pbe-train.xyz --test sige-pbe-test.xyz \
+        --minutes "$minutes" --mace-python "$mace_python" --md-cells si-ge --threads 2 --out mace \
+        --ours equiformer_v3-sige/best.safetensors --ours platonic-sige/best.safetensors
+fi
+
+if want gpaw; then
+    say "gpaw: the reference's crystal properties (cached in $here/dft-validation)"
+    mpiexec -n 2 gpaw python "$root/benchmarks/dft_validation.py" --out "$here/dft-validation" \
+        --methods gpaw --elements Si Ge --properties "${properties[@]}" --no-progress
+fi
+
+if want validate && [ ! -f validation/dft_validation.json ]; then
+    say "validate: both models against GPAW's cache, and their κ(300 K)"
+    mkdir -p validation
+    cp -r "$here/dft-validation/cache" validation/
+    python "$root/benchmarks/dft_validation.py" --out validation --methods gpaw --cache-only gpaw \
+        --model equiformer_v3-sige/best.safetensors --model platonic-sige/best.safetensors \
+        --elements Si Ge --properties "${properties[@]}" kappa --no-progress
+fi
+
+if want cards; then
+    for model in "${models[@]}"; do
+        say "cards: $model"
+        recipe="examples/recipes/$model/stage1.yaml"
+        (cd "$root" && python benchmarks/model_card.py "$work/$model" --name "$model" --out "$cards_out" \
+            --test "$work/sige-pbe-test.xyz" --test-command "mlip data split sige-pbe.xyz --seed 0" \
+            --test-description "the test part of the Si–Ge PBE set: each config_type split 0.8 / 0.1 / 0.1" \
+            --train-data-command "bash examples/datasets/sige-pbe/models.sh (STEPS=data)" \
+            --train-command "python examples/recipes/train_on_budget.py $recipe --minutes $minutes" \
+            --train-threads "2 threads of a 2-core machine" --reference "GPAW PBE" \
+            --domain "$(cat "$root/examples/recipes/$model/domain.txt")" \
+            --targets 5 60 3.1 --speed-cells si-ge \
+            --card-sample "$card_sample" \
+            --dft-validation "$work/validation/dft_validation.json" --dft-validation-method "$model-best" \
+            --dft-validation-command "STEPS=\"gpaw validate\" bash examples/datasets/sige-pbe/models.sh" \
+            --mace-baseline "$work/mace/mace_baseline.json" --mace-row "$model/best.safetensors" \
+            --mace-baseline-command "STEPS=mace bash examples/datasets/sige-pbe/models.sh")
+    done
+fi
+
+if want ablations; then
+    say "ablations: $minutes min per variant, two at a time"
+    args=(--train sige-pbe-train.xyz --valid sige-pbe-valid.xyz --n-train 0 --test sige-pbe-test.xyz
+          --minutes "$minutes" --out ablations
+          --config "platonic=$root/examples/recipes/platonic-sige/stage1.yaml"
+          --config "equiformer=$root/examples/recipes/equiformer_v3-sige/stage1.yaml"
+          --config "embedded_atom=$root/benchmarks/configs/embedded_atom_sige_stage1.yaml")
+    OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
+        --only platonic-T-softmax platonic-O-softmax platonic-T-linear embedded-atom > ablations-a.log 2>&1 &
+    OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
+        --only eqv3-swiglu-merged eqv3-gate-merged eqv3-swiglu-separate eqv3-embedded-atom \
+        > ablations-b.log 2>&1
+    wait
+    python "$root/benchmarks/ablations.py" --out ablations --report
+fi
+say "done: $steps"
