@@ -10,15 +10,17 @@
         --config embedded_atom=benchmarks/configs/embedded_atom_sige_stage1.yaml
 
 Each variant starts from an architecture's stage-1 config (by default the EMT ones:
-``benchmarks/configs/*_emt_stage1.yaml`` and ``examples/recipes/embedded-atom-emt/stage1.yaml``; ``--config
-KIND=PATH`` gives another) with one switch changed, trains on the first ``--n-train`` structures of the training file (validation,
-which picks the best epoch: the next ``--n-valid``, or the ``--valid`` file; ``--n-train 0``: the whole
-file, split as ``mlip train`` splits it without ``--valid``, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is
-then evaluated on the first ``--n-test`` structures of the test file (float64). The cosine schedule
-needs a number of epochs: it is set from a timed probe of the variant's training steps so that the
-schedule ends near the budget (``max_minutes`` stops it in any case). Results go to
-``OUT/<variant>/result.json`` (written when the variant finishes, so a rerun skips it) and the
-table to ``OUT/ablations.md``.
+``benchmarks/configs/*_emt_stage1.yaml`` and ``examples/recipes/embedded-atom-emt/stage1.yaml``;
+``--config KIND=PATH`` gives another) with one switch changed, trains on the first ``--n-train``
+structures of the training file (validation, which picks the best epoch: the next ``--n-valid``, or the
+``--valid`` file; ``--n-train 0``: the whole file, split as ``mlip train`` splits it without
+``--valid``, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is then
+evaluated on the first ``--n-test`` structures of the test file (float64). The cosine schedule needs a
+number of epochs: it is set from a timed probe of the variant's training steps so that the schedule ends
+near the budget (``max_minutes`` stops it in any case). Results go to ``OUT/<variant>/result.json``
+(written when the variant finishes, so a rerun skips it) and the table to ``OUT/ablations.md``;
+``--mace OUT/mace_baseline.json`` adds the row of MACE trained on the same files for the same minutes
+(``benchmarks/mace_baseline.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -45,7 +48,8 @@ VARIANTS = {
     "platonic-T-linear": ("platonic", {"attention": "linear"}, "Platonic: linear attention"),
     "eqv3-swiglu-merged": ("equiformer", {"activation": "swiglu_s2", "norm": "merged"},
                            "EquiformerV3: SwiGLU-S², merged norm"),
-    "eqv3-gate-merged": ("equiformer", {"activation": "gate", "norm": "merged"}, "EquiformerV3: gate activation"),
+    "eqv3-gate-merged": ("equiformer", {"activation": "gate", "norm": "merged"},
+                         "EquiformerV3: gate activation"),
     "eqv3-swiglu-separate": ("equiformer", {"activation": "swiglu_s2", "norm": "separate"},
                              "EquiformerV3: separate layer norm"),
     "eqv3-embedded-atom": ("equiformer", {"terms": {"embedded_atom": {}}},
@@ -135,7 +139,20 @@ def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> 
     return record
 
 
-def report(out: Path) -> str:
+def mace_row(path: Path) -> str:
+    """The ablation table's row of MACE from a ``benchmarks/mace_baseline.py`` JSON (its training loop's
+    minutes and epochs, its test errors; trained on the same files for the same minutes)."""
+    mace = next(r for r in json.loads(Path(path).read_text())["models"] if r["model"] == "MACE")
+    budget, t = mace["training"], mace["test"]
+    minutes, epochs = budget["train_loop_s"] / 60, budget["epochs_equivalent"]
+    threads = budget.get("torch_threads", mace.get("threads"))
+    return (f"| MACE | mace_run_train, the same data and minutes ({threads} thread(s)) "
+            f"| {mace['n_parameters']:,} | — | {minutes / max(epochs, 1e-9):.2f} | {epochs:.1f} | {minutes:.1f} | "
+            f"{t[KEYS[0]]:.1f} | {t[KEYS[1]]:.1f} | {t[KEYS[2]]:.2f} |")
+
+
+def report(out: Path, mace: Optional[Path] = None) -> str:
+    """The table of the finished variants (and MACE's row, from ``mace``), written to OUT/ablations.md."""
     rows = []
     for name in VARIANTS:
         path = out / name / "result.json"
@@ -150,6 +167,8 @@ def report(out: Path) -> str:
         lines.append(f"| {r['variant']} | {r['what']} | {r['n_parameters']:,} | {r['seconds_per_step']:.2f} "
                      f"| {per_epoch:.2f} | {r['epochs_run']} | {r['minutes']:.1f} | "
                      f"{t[KEYS[0]]:.1f} | {t[KEYS[1]]:.1f} | {t[KEYS[2]]:.2f} |")
+    if mace is not None:
+        lines.append(mace_row(mace))
     if rows:
         r = rows[0]
         lines += ["", f"Each variant: {r['n_train']} training structures, one CPU thread, the planned epochs "
@@ -179,6 +198,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS))
     parser.add_argument("--out", default="ablations")
     parser.add_argument("--report", action="store_true", help="only write the table of finished variants")
+    parser.add_argument("--mace", help="mace_baseline.json of MACE trained on the same files and minutes: "
+                                       "a row of the table")
     args = parser.parse_args(argv)
     args.bases = dict(BASES)
     for item in args.config:
@@ -211,7 +232,7 @@ def main(argv=None) -> int:
                 continue
             record = run_variant(name, args, train_samples, valid_samples, test_samples)
             print(name, json.dumps(record["test"]), flush=True)
-    print(report(out))
+    print(report(out, args.mace))
     return 0
 
 

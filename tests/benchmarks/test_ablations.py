@@ -48,3 +48,17 @@ def test_a_bad_config_option_is_one_line(ab, tmp_path):
         ab.main(["--config", "transformer=x.yaml", "--out", str(tmp_path)])
     with pytest.raises(SystemExit):
         ab.main(["--config", f"platonic={tmp_path / 'missing.yaml'}", "--out", str(tmp_path)])
+
+
+def test_the_table_has_a_row_for_mace_trained_alike(ab, tmp_path):
+    import json
+
+    mace = {"model": "MACE", "n_parameters": 84720, "threads": 1,
+            "test": {"energy_mae_meV_per_atom": 12.34, "forces_mae_meV_per_A": 56.78,
+                     "stress_mae_meV_per_A3": 1.234},
+            "training": {"train_loop_s": 3600.0, "epochs_equivalent": 48.0, "torch_threads": 1}}
+    path = tmp_path / "mace_baseline.json"
+    path.write_text(json.dumps({"models": [{"model": "ours"}, mace]}))
+    text = ab.report(tmp_path, path)  # no variant finished: MACE alone
+    assert ("| MACE | mace_run_train, the same data and minutes (1 thread(s)) | 84,720 | — | 1.25 | 48.0 "
+            "| 60.0 | 12.3 | 56.8 | 1.23 |") in text

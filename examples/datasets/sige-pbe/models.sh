@@ -13,7 +13,7 @@
 #             hours on 2 cores, resumable), under mpiexec
 #   validate  the models' side of the crystal properties and their κ(300 K), against GPAW's cache
 #   cards     the two model cards (models/pretrained/), quoting all of the above
-#   ablations the architecture ablations on this data, MINUTES per variant, two at a time on one thread
+#   ablations the architecture ablations on this data and MACE, MINUTES each, two at a time on one thread
 #
 # WORK (default examples/datasets/sige-pbe/work, git-ignored) holds everything but the GPAW cache, the
 # cards and their sample (CARDS_OUT and CARD_SAMPLE move those two, e.g. for a trial on part of the
@@ -125,12 +125,15 @@ if want ablations; then
           --config "platonic=$root/examples/recipes/platonic-sige/stage1.yaml"
           --config "equiformer=$root/examples/recipes/equiformer_v3-sige/stage1.yaml"
           --config "embedded_atom=$root/benchmarks/configs/embedded_atom_sige_stage1.yaml")
-    OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
-        --only platonic-T-softmax platonic-O-softmax platonic-T-linear embedded-atom > ablations-a.log 2>&1 &
+    (OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
+        --only platonic-T-softmax platonic-O-softmax platonic-T-linear embedded-atom > ablations-a.log 2>&1
+     [ -f ablations/mace/mace_baseline.json ] || python "$root/benchmarks/mace_baseline.py" \
+        --train sige-pbe-train.xyz --test sige-pbe-test.xyz --minutes "$minutes" --mace-python "$mace_python" \
+        --md-cells si-ge --threads 1 --out ablations/mace > ablations-mace.log 2>&1) &
     OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
         --only eqv3-swiglu-merged eqv3-gate-merged eqv3-swiglu-separate eqv3-embedded-atom \
         > ablations-b.log 2>&1
     wait
-    python "$root/benchmarks/ablations.py" --out ablations --report
+    python "$root/benchmarks/ablations.py" --out ablations --report --mace ablations/mace/mace_baseline.json
 fi
 say "done: $steps"
