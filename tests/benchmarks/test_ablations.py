@@ -7,33 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from mlip.testing import script_module
-
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "ablations.py"
 SIGE = {"platonic": ROOT / "examples" / "recipes" / "platonic-sige" / "stage1.yaml",
         "equiformer": ROOT / "examples" / "recipes" / "equiformer_v3-sige" / "stage1.yaml",
         "embedded_atom": ROOT / "benchmarks" / "configs" / "embedded_atom_sige_stage1.yaml"}
 
-pytestmark = pytest.mark.skipif(not SCRIPT.is_file(),
-                                reason="benchmarks/ is not beside the tests (installed tests)")
-
-
-@pytest.fixture(scope="module")
-def ab():
-    with script_module(SCRIPT) as module:
-        yield module
-
 
 @pytest.mark.parametrize("data", ["emt", "sige"])
-def test_every_variant_makes_its_model(ab, data, tmp_path):
+def test_every_variant_makes_its_model(script, data, tmp_path):
     from mlip.models import create_model
     from mlip.training import TrainConfig
 
-    bases = ab.BASES if data == "emt" else SIGE
+    bases = script.BASES if data == "emt" else SIGE
     species = {"emt": {"Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt"}, "sige": {"Si", "Ge"}}[data]
-    for name, (kind, overrides, _) in ab.VARIANTS.items():
-        cfg = ab.variant_config(name, tmp_path, minutes=1.0, epochs=3, bases=bases)
+    for name, (kind, overrides, _) in script.VARIANTS.items():
+        cfg = script.variant_config(name, tmp_path, minutes=1.0, epochs=3, bases=bases)
         config = TrainConfig.from_dict(cfg)
         assert config.epochs == 3 and config.out_dir == str(tmp_path / name) and cfg["data"] == {}
         assert {k: config.model[k] for k in overrides} == overrides, name
@@ -43,14 +32,14 @@ def test_every_variant_makes_its_model(ab, data, tmp_path):
         assert sum(p.numel() for p in potential.parameters()) > 0, name
 
 
-def test_a_bad_config_option_is_one_line(ab, tmp_path):
+def test_a_bad_config_option_is_one_line(script, tmp_path):
     with pytest.raises(SystemExit):
-        ab.main(["--config", "transformer=x.yaml", "--out", str(tmp_path)])
+        script.main(["--config", "transformer=x.yaml", "--out", str(tmp_path)])
     with pytest.raises(SystemExit):
-        ab.main(["--config", f"platonic={tmp_path / 'missing.yaml'}", "--out", str(tmp_path)])
+        script.main(["--config", f"platonic={tmp_path / 'missing.yaml'}", "--out", str(tmp_path)])
 
 
-def test_the_table_has_a_row_for_mace_trained_alike(ab, tmp_path):
+def test_the_table_has_a_row_for_mace_trained_alike(script, tmp_path):
     import json
 
     mace = {"model": "MACE", "n_parameters": 84720, "threads": 1,
@@ -59,6 +48,6 @@ def test_the_table_has_a_row_for_mace_trained_alike(ab, tmp_path):
             "training": {"train_loop_s": 3600.0, "epochs_equivalent": 48.0, "torch_threads": 1}}
     path = tmp_path / "mace_baseline.json"
     path.write_text(json.dumps({"models": [{"model": "ours"}, mace]}))
-    text = ab.report(tmp_path, path)  # no variant finished: MACE alone
+    text = script.report(tmp_path, path)  # no variant finished: MACE alone
     assert ("| MACE | mace_run_train, the same data and minutes (1 thread(s)) | 84,720 | — | 1.25 | 48.0 "
             "| 60.0 | 12.3 | 56.8 | 1.23 |") in text
