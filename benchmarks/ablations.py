@@ -46,6 +46,9 @@ VARIANTS = {
     "platonic-T-softmax": ("platonic", {}, "Platonic: stage-1 settings (tetrahedral, softmax)"),
     "platonic-O-softmax": ("platonic", {"group": "octahedral"}, "Platonic: octahedral group (24 frames)"),
     "platonic-T-linear": ("platonic", {"attention": "linear"}, "Platonic: linear attention"),
+    "platonic-T-average-I": ("platonic", {"average_over": "icosahedral"},
+                             "Platonic: tetrahedral, averaged over its 5 cosets in I (exactly I-invariant, "
+                             "5× cost)"),
     "eqv3-swiglu-merged": ("equiformer", {"activation": "swiglu_s2", "norm": "merged"},
                            "EquiformerV3: SwiGLU-S², merged norm"),
     "eqv3-gate-merged": ("equiformer", {"activation": "gate", "norm": "merged"},
@@ -147,7 +150,8 @@ def mace_row(path: Path) -> str:
     minutes, epochs = budget["train_loop_s"] / 60, budget["epochs_equivalent"]
     threads = budget.get("torch_threads", mace.get("threads"))
     return (f"| MACE | mace_run_train, the same data and minutes ({threads} thread(s)) "
-            f"| {mace['n_parameters']:,} | — | {minutes / max(epochs, 1e-9):.2f} | {epochs:.1f} | {minutes:.1f} | "
+            f"| {mace['n_parameters']:,} | — | {minutes / max(epochs, 1e-9):.2f} | {epochs:.1f} "
+            f"| {minutes:.1f} | "
             f"{t[KEYS[0]]:.1f} | {t[KEYS[1]]:.1f} | {t[KEYS[2]]:.2f} |")
 
 

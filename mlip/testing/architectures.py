@@ -39,6 +39,12 @@ ARCHITECTURES = {
              attention="linear"),
         "group",
     ),
+    # the tetrahedral network averaged over its 5 cosets in the icosahedral group: exactly I-invariant
+    "platonic-average-icosahedral": (
+        dict(name="platonic", group="tetrahedral", channels=4, num_layers=1, num_heads=2, head_dim=2,
+             attention="softmax", average_over="icosahedral"),
+        "group",
+    ),
     # with the logarithmic neighbour densities in its initial scalars
     "equiformer-v3": (
         dict(name="equiformer_v3", lmax=2, mmax=1, channels=8, num_layers=2, num_heads=2, alpha_channels=4,

@@ -87,6 +87,15 @@ class RotationGroup:
         )
 
     @staticmethod
+    def _find_or_none(elements: np.ndarray, m: np.ndarray):
+        """Index of ``m`` among ``elements`` [n, 3, 3] (to float64 rounding), or None."""
+        if len(elements) == 0:
+            return None
+        d = np.sum((elements - m) ** 2, axis=(1, 2))
+        k = int(np.argmin(d))
+        return k if d[k] <= _TOL else None
+
+    @staticmethod
     def _find(elements: np.ndarray, m: np.ndarray) -> int:
         d = np.sum((elements - m) ** 2, axis=(1, 2))
         k = int(np.argmin(d))
@@ -103,6 +112,25 @@ class RotationGroup:
 
     def __repr__(self) -> str:
         return f"RotationGroup({self.name!r}, order={self.order})"
+
+
+@lru_cache(maxsize=None)
+def coset_representatives(group: str, supergroup: str) -> torch.Tensor:
+    """[K, 3, 3] float64: one element c_k of ``supergroup`` per left coset c_k·G of ``group`` in it
+    (K = |supergroup| / |group|, identity first), so that the supergroup is the disjoint union of the
+    c_k·G. ValueError unless ``group`` is a subgroup of ``supergroup`` as both are written here
+    (tetrahedral ⊂ octahedral, tetrahedral ⊂ icosahedral)."""
+    small, big = get_group(group), get_group(supergroup)
+    every, sub = big.elements.numpy(), small.elements.numpy()
+    if small.order >= big.order or any(RotationGroup._find_or_none(every, g) is None for g in sub):
+        raise ValueError(f"the {small.name} group is not a proper subgroup of the {big.name} group")
+    covered: set = set()
+    reps = []
+    for k, c in enumerate(every):  # identity first: the first coset is the group itself
+        if k not in covered:
+            reps.append(c)
+            covered.update(RotationGroup._find(every, c @ g) for g in sub)
+    return torch.from_numpy(np.stack(reps))
 
 
 @lru_cache(maxsize=None)

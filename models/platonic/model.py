@@ -12,7 +12,7 @@ from .attention import FrameAttention
 from .block import PlatonicBlock
 from .density import NeighborDensityEmbedding
 from .group_linear import GroupLinear
-from .groups import get_group
+from .groups import GROUP_ALIASES, coset_representatives, get_group
 from .orientation import ORIENTATIONS, orientation_matrix
 from .rope import frame_vectors
 
@@ -30,7 +30,9 @@ class PlatonicTransformer(EnergyModel):
     the mean over frames of a per-frame readout, so the energy is *exactly* invariant to G,
     translations and permutations, and only approximately to other rotations. The group may be turned
     as a whole by a fixed rotation R₀ (``orientation``; frames R₀R_g, exact invariance to R₀GR₀ᵀ), so
-    that its axes do not coincide with those of crystals as files give them.
+    that its axes do not coincide with those of crystals as files give them. With ``average_over`` a
+    larger group S ⊃ G, the energy is the mean of the network over the K = |S|/|G| cosets c_k·G of G in S
+    (frames R₀c_kR_g, shared weights): exactly invariant to R₀SR₀ᵀ, at K times the cost.
 
     Args:
         num_species: size of the element embedding.
@@ -66,6 +68,10 @@ class PlatonicTransformer(EnergyModel):
         density_log_densities: the density embedding also adds such densities on a logarithmic scale
             (``log_densities`` of :class:`NeighborDensityEmbedding`), inside the network rather than as
             a separate energy term; needs ``density``.
+        average_over: ``None``, or a group containing ``group`` (``"octahedral"`` or ``"icosahedral"``
+            for the tetrahedral group): average the energy over its cosets, as the design notes'
+            remedy for the rotation error of a finite group (5 cosets of T in I; 2 of T in O). The
+            weights do not depend on it, so a trained model may be evaluated either way.
     """
 
     def __init__(
@@ -89,11 +95,19 @@ class PlatonicTransformer(EnergyModel):
         attention_cutoff: float | None = None,
         orientation: str = "generic",
         density_log_densities: bool = False,
+        average_over: str | None = None,
     ):
         super().__init__()
         if orientation not in ORIENTATIONS:
             raise ValueError(f"unknown orientation {orientation!r}; accepted: {', '.join(ORIENTATIONS)}")
         self.orientation = orientation
+        if average_over is not None:
+            average_over = GROUP_ALIASES.get(average_over, average_over)
+            try:
+                coset_representatives(get_group(group).name, average_over)
+            except (KeyError, ValueError) as err:
+                raise ValueError(f"average_over {average_over!r}: {err}") from None
+        self.average_over = average_over
         cutoff = float(cutoff)
         attention_cutoff = resolve_attention_cutoff(attention_cutoff, cutoff)
         self.cutoff = cutoff
@@ -146,22 +160,31 @@ class PlatonicTransformer(EnergyModel):
     FAR_EDGES_OPTION = "density=True"
 
     @property
+    def cosets(self) -> torch.Tensor:
+        """[K, 3, 3] float64: the coset representatives c_k of the group in ``average_over`` (the
+        identity alone, K = 1, without it)."""
+        if self.average_over is None:
+            return torch.eye(3, dtype=torch.float64).unsqueeze(0)
+        return coset_representatives(self.group_name, self.average_over)
+
+    @property
     def frames(self) -> torch.Tensor:
-        """[G, 3, 3] frames R₀R_g in float64 (CPU): the group elements R_g turned by the orientation R₀.
+        """[K, G, 3, 3] frames R₀c_kR_g in float64 (CPU): the group elements R_g, in each coset c_k of
+        ``average_over`` (K = 1 without it), turned by the orientation R₀.
 
         Deliberately not a buffer: casting the model to float32 and back must not round the
         icosahedral group's irrational entries, so the frames are always taken from the group.
         """
-        elements = get_group(self.group_name).elements
+        elements = self.cosets.unsqueeze(1) @ get_group(self.group_name).elements.unsqueeze(0)
         if self.orientation == "aligned":
             return elements
         return orientation_matrix(self.orientation) @ elements
 
     def frames_as(self, dtype: torch.dtype, device) -> torch.Tensor:
-        """:attr:`frames` cast to ``dtype`` on ``device`` [G, 3, 3], computed once per group,
-        orientation, dtype and device (the float64 frames cast, as every call cast them before);
-        for the forward pass only: callers must not modify it."""
-        key = (self.group_name, self.orientation, dtype, torch.device(device))
+        """:attr:`frames` cast to ``dtype`` on ``device`` [K, G, 3, 3], computed once per group,
+        orientation, averaging group, dtype and device (the float64 frames cast, as every call cast
+        them before); for the forward pass only: callers must not modify it."""
+        key = (self.group_name, self.orientation, self.average_over, dtype, torch.device(device))
         cache = self.__dict__.setdefault("_frames_cache", {})
         if key not in cache:
             cache[key] = self.frames.to(device=device, dtype=dtype)
@@ -170,8 +193,9 @@ class PlatonicTransformer(EnergyModel):
     @property
     def invariant_rotations(self) -> torch.Tensor:
         """[G, 3, 3] the rotations R₀R_gR₀ᵀ (float64) under which the energy is exactly invariant
-        (rotating the input by one permutes the frames); the group itself when aligned."""
-        elements = get_group(self.group_name).elements
+        (rotating the input by one permutes the frames, or with ``average_over`` the cosets' frames);
+        the group itself when aligned. With ``average_over``, that group's elements."""
+        elements = get_group(self.average_over or self.group_name).elements
         if self.orientation == "aligned":
             return elements
         r0 = orientation_matrix(self.orientation)
@@ -206,13 +230,17 @@ class PlatonicTransformer(EnergyModel):
         length = safe_length((vec * vec).sum(-1))
         envelope = self.envelope(length)
         radial = self.radial(length) * envelope.unsqueeze(-1)
-        frame_vec = frame_vectors(self.frames_as(vec.dtype, vec.device), vec)
-
         if self.density is not None and self.density_radial is None:
             m = edge_index.shape[1]
             x = x + self.density(species, edge_index, radial[:m], length[:m], envelope[:m])
-        x = x.unsqueeze(1).expand(n, self.group_order, self.channels)
-        for block in self.blocks:
-            x = block(x, edges, frame_vec, radial, envelope)
-        e = self.readout2(torch.nn.functional.gelu(self.readout1(self.norm_out(x))))  # [N, G, 1]
-        return e.mean(dim=(1, 2))
+        x0 = x.unsqueeze(1).expand(n, self.group_order, self.channels)
+        energy = 0.0
+        cosets = self.frames_as(vec.dtype, vec.device)  # [K, G, 3, 3]
+        for frames in cosets:
+            frame_vec = frame_vectors(frames, vec)
+            x = x0
+            for block in self.blocks:
+                x = block(x, edges, frame_vec, radial, envelope)
+            e = self.readout2(torch.nn.functional.gelu(self.readout1(self.norm_out(x))))  # [N, G, 1]
+            energy = energy + e.mean(dim=(1, 2))
+        return energy / cosets.shape[0]

@@ -318,3 +318,61 @@ def test_generic_orientation_is_the_aligned_model_on_a_turned_input():
     e_not, _, _ = props(generic, turned(atoms, h))
     assert e_inv == pytest.approx(e, rel=1e-12)
     assert abs(e_not - e) > 1e-6
+
+
+@pytest.mark.parametrize("supergroup, k", [("octahedral", 2), ("icosahedral", 5)])
+def test_coset_representatives_cover_the_supergroup_once(supergroup, k):
+    from mlip.models.platonic.groups import coset_representatives
+
+    reps = coset_representatives("tetrahedral", supergroup).numpy()
+    t, big = get_group("tetrahedral").elements.numpy(), get_group(supergroup).elements.numpy()
+    products = np.concatenate([c @ t for c in reps])  # every c_k R_g
+    assert reps.shape == (k, 3, 3) and np.allclose(reps[0], np.eye(3))
+    distance = np.sum((products[:, None] - big[None]) ** 2, axis=(2, 3))  # [K·12, |S|]
+    assert (distance.min(axis=1) < 1e-20).all() and len(set(distance.argmin(axis=1))) == len(big)
+    with pytest.raises(ValueError, match="not a proper subgroup"):
+        coset_representatives("octahedral", "icosahedral")
+
+
+def test_the_coset_average_is_the_mean_of_the_network_over_turned_inputs():
+    """Same weights: E_avg(x) = mean_k E(Q_kᵀx) with Q_k = R₀c_kR₀ᵀ (the plain model seeing the input
+    turned into each coset's frames), to float64 rounding; the averaged model adds no parameter, and
+    is exactly invariant to the icosahedral group turned by R₀, which the plain model is not."""
+    from ase.build import bulk
+
+    import mlip
+    from mlip.models import create_model
+    from mlip.models.platonic.groups import coset_representatives
+    from mlip.models.platonic.orientation import orientation_matrix
+
+    kwargs = dict(species=["Cu", "Au"], cutoff=4.5, group="T", channels=4, num_layers=1, num_heads=2,
+                  head_dim=4, seed=5)
+    plain = create_model("platonic", **kwargs).double()
+    averaged = create_model("platonic", average_over="I", **kwargs).double()
+    assert averaged.model.average_over == "icosahedral"
+    assert plain.state_dict().keys() == averaged.state_dict().keys()
+    averaged.load_state_dict(plain.state_dict())
+    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
+    atoms.symbols[[1, 3]] = "Au"
+    atoms.rattle(0.1, seed=3)
+
+    def energy(potential, a):
+        a = a.copy()
+        a.calc = mlip.MLIPCalculator(potential, dtype="float64")
+        return a.get_potential_energy()
+
+    def turned(a, r):
+        b = a.copy()
+        b.positions = a.positions @ r.T
+        b.set_cell(a.cell.array @ r.T, scale_atoms=False)
+        return b
+
+    r0 = orientation_matrix("generic").numpy()
+    qs = [r0 @ c @ r0.T for c in coset_representatives("tetrahedral", "icosahedral").numpy()]
+    e_avg = energy(averaged, atoms)
+    assert e_avg == pytest.approx(np.mean([energy(plain, turned(atoms, q.T)) for q in qs]), abs=1e-12)
+    five_fold = qs[1]
+    assert abs(energy(averaged, turned(atoms, five_fold)) - e_avg) < 1e-11
+    assert abs(energy(plain, turned(atoms, five_fold)) - energy(plain, atoms)) > 1e-6
+    with pytest.raises(ValueError, match="average_over 'icosahedral'"):
+        create_model("platonic", **{**kwargs, "group": "O"}, average_over="icosahedral")

@@ -126,12 +126,13 @@ if want ablations; then
           --config "equiformer=$root/examples/recipes/equiformer_v3-sige/stage1.yaml"
           --config "embedded_atom=$root/benchmarks/configs/embedded_atom_sige_stage1.yaml")
     (OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
-        --only platonic-T-softmax platonic-O-softmax platonic-T-linear embedded-atom > ablations-a.log 2>&1
+        --only platonic-T-softmax platonic-O-softmax platonic-T-linear platonic-T-average-I \
+        > ablations-a.log 2>&1
      [ -f ablations/mace/mace_baseline.json ] || python "$root/benchmarks/mace_baseline.py" \
         --train sige-pbe-train.xyz --test sige-pbe-test.xyz --minutes "$minutes" --mace-python "$mace_python" \
         --md-cells si-ge --threads 1 --out ablations/mace > ablations-mace.log 2>&1) &
     OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
-        --only eqv3-swiglu-merged eqv3-gate-merged eqv3-swiglu-separate eqv3-embedded-atom \
+        --only eqv3-swiglu-merged eqv3-gate-merged eqv3-swiglu-separate eqv3-embedded-atom embedded-atom \
         > ablations-b.log 2>&1
     wait
     python "$root/benchmarks/ablations.py" --out ablations --report --mace ablations/mace/mace_baseline.json
