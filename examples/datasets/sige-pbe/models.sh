@@ -41,9 +41,21 @@ properties=(lattice phases elastic phonons vacancy surface)
 
 if want data; then
     if [ ! -f sige-pbe.xyz ]; then
-        say "data: the labelled set (fails, naming what is missing, until every structure has a result)"
-        (cd "$here" && python -m mlip data label sige-structures.xyz --calculator gpaw --out-dir run \
-            -o "$work/sige-pbe.xyz" --no-progress)
+        say "data: the labelled set (only once every structure has a result: the labelling is not run here)"
+        python - "$here" <<'PY'
+import sys
+from pathlib import Path
+from ase.io import read
+from mlip.workflows.labelling import labelling_status, write_labelled
+here = Path(sys.argv[1])
+structures = read(here / "sige-structures.xyz", ":")
+done, failed, missing = labelling_status(structures, here / "run")
+if missing:
+    sys.exit(f"{len(missing)} of {len(structures)} structures have no result yet: finish the labelling first "
+             "(mpiexec -n 2 gpaw python -m mlip data label ..., examples/README.md)")
+written, failed, _ = write_labelled(structures, here / "run", "sige-pbe.xyz")
+print(f"sige-pbe.xyz: {written} structures; {len(failed)} failed in GPAW and are left out: {failed}")
+PY
     fi
     [ -f sige-pbe.card.json ] || python -m mlip data card sige-pbe.xyz -o sige-pbe.card.json \
         --markdown sige-pbe.card.md
