@@ -97,7 +97,7 @@ fi
 
 if want gpaw; then
     say "gpaw: the reference's crystal properties (cached in $here/dft-validation)"
-    mpiexec -n 2 gpaw python "$root/benchmarks/dft_validation.py" --out "$here/dft-validation" \
+    mpiexec -n 2 gpaw python "$root/benchmarks/dft_validation.py" -- --out "$here/dft-validation" \
         --methods gpaw --elements Si Ge --properties "${properties[@]}" --no-progress
 fi
 
