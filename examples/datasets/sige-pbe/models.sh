@@ -6,7 +6,8 @@
 #   MINUTES=15 STEPS="data train" bash examples/datasets/sige-pbe/models.sh
 #
 # Steps (STEPS, default all of them):
-#   data      the labelled set sige-pbe.xyz (every structure of run/ labelled), its data card, its split
+#   data      the labelled set sige-pbe.xyz (every structure of run/ labelled), its data card (kept here,
+#             sige-pbe.card.md), its split
 #   train     equiformer_v3-sige and platonic-sige, MINUTES each on 2 threads (train_on_budget.py)
 #   mace      MACE trained MINUTES on the same file; errors and MD-step cost beside both models, one run
 #   gpaw      the GPAW side of the crystal properties (vacancy and (100) surface added to the kept cache;
@@ -57,8 +58,9 @@ written, failed, _ = write_labelled(structures, here / "run", "sige-pbe.xyz")
 print(f"sige-pbe.xyz: {written} structures; {len(failed)} failed in GPAW and are left out: {failed}")
 PY
     fi
-    [ -f sige-pbe.card.json ] || python -m mlip data card sige-pbe.xyz -o sige-pbe.card.json \
-        --markdown sige-pbe.card.md
+    # the data card is kept in the repository, beside the structures and their results
+    [ -f "$here/sige-pbe.card.json" ] || python -m mlip data card sige-pbe.xyz -o "$here/sige-pbe.card.json" \
+        --markdown "$here/sige-pbe.card.md"
     [ -f sige-pbe-test.xyz ] || python -m mlip data split sige-pbe.xyz --seed 0
     if [ ! -f "$root/$card_sample" ]; then  # the cards' sample, kept in the repository: 3 test frames per kind
         python - "$root/$card_sample" <<'PY'
