@@ -97,9 +97,8 @@ class RotationGroup:
 
     @staticmethod
     def _find(elements: np.ndarray, m: np.ndarray) -> int:
-        d = np.sum((elements - m) ** 2, axis=(1, 2))
-        k = int(np.argmin(d))
-        if d[k] > _TOL:
+        k = RotationGroup._find_or_none(elements, m)
+        if k is None:
             raise RuntimeError("group is not closed under multiplication")
         return k
 

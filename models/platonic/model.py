@@ -192,9 +192,9 @@ class PlatonicTransformer(EnergyModel):
 
     @property
     def invariant_rotations(self) -> torch.Tensor:
-        """[G, 3, 3] the rotations R₀R_gR₀ᵀ (float64) under which the energy is exactly invariant
-        (rotating the input by one permutes the frames, or with ``average_over`` the cosets' frames);
-        the group itself when aligned. With ``average_over``, that group's elements."""
+        """[n, 3, 3] the rotations R₀SR₀ᵀ (float64) under which the energy is exactly invariant, S the
+        elements of the group (n = G; rotating the input by one permutes the frames) or of
+        ``average_over`` (rotating the input permutes the cosets' frames); S itself when aligned."""
         elements = get_group(self.average_over or self.group_name).elements
         if self.orientation == "aligned":
             return elements
@@ -235,12 +235,12 @@ class PlatonicTransformer(EnergyModel):
             x = x + self.density(species, edge_index, radial[:m], length[:m], envelope[:m])
         x0 = x.unsqueeze(1).expand(n, self.group_order, self.channels)
         energy = 0.0
-        cosets = self.frames_as(vec.dtype, vec.device)  # [K, G, 3, 3]
-        for frames in cosets:
+        frame_sets = self.frames_as(vec.dtype, vec.device)  # [K, G, 3, 3]: one set per coset
+        for frames in frame_sets:
             frame_vec = frame_vectors(frames, vec)
             x = x0
             for block in self.blocks:
                 x = block(x, edges, frame_vec, radial, envelope)
             e = self.readout2(torch.nn.functional.gelu(self.readout1(self.norm_out(x))))  # [N, G, 1]
             energy = energy + e.mean(dim=(1, 2))
-        return energy / cosets.shape[0]
+        return energy / frame_sets.shape[0]
