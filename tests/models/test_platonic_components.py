@@ -277,45 +277,57 @@ def test_generic_orientation_is_a_rotation_away_from_crystal_axes():
         orientation_matrix("sideways")
 
 
-def test_generic_orientation_is_the_aligned_model_on_a_turned_input():
-    """Same weights: E_generic(x) = E_aligned(R₀ᵀx), forces and stress turned back by R₀; and the
-    generic model is invariant to R₀R_gR₀ᵀ but not to the aligned group's R_g."""
+#: a small tetrahedral model for the tests that compare two evaluations of the same weights
+SMALL_T = dict(species=["Cu", "Au"], cutoff=4.5, group="T", channels=4, num_layers=1, num_heads=2, head_dim=4,
+               seed=5)
+
+
+def _cu_au_cell():
     from ase.build import bulk
 
-    import mlip
-    from mlip.models import create_model
-    from mlip.models.platonic.orientation import orientation_matrix
-
-    kwargs = dict(species=["Cu", "Au"], cutoff=4.5, group="T", channels=4, num_layers=1, num_heads=2,
-                  head_dim=4, seed=5)
-    generic = create_model("platonic", **kwargs).double()
-    aligned = create_model("platonic", orientation="aligned", **kwargs).double()
-    assert generic.model.orientation == "generic"
-    r0 = orientation_matrix("generic").numpy()
     atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
     atoms.symbols[[1, 3]] = "Au"
     atoms.rattle(0.1, seed=3)
+    return atoms
 
-    def props(potential, a):
-        a = a.copy()
-        a.calc = mlip.MLIPCalculator(potential, dtype="float64")
-        return a.get_potential_energy(), a.get_forces(), a.get_stress(voigt=False)
 
-    def turned(a, r):
-        b = a.copy()
-        b.positions = a.positions @ r.T
-        b.set_cell(a.cell.array @ r.T, scale_atoms=False)
-        return b
+def _props(potential, atoms):
+    """(energy, forces, 3×3 stress) of ``atoms`` by ``potential`` in float64."""
+    import mlip
 
-    e, f, s = props(generic, atoms)
-    e_a, f_a, s_a = props(aligned, turned(atoms, r0.T))
+    atoms = atoms.copy()
+    atoms.calc = mlip.MLIPCalculator(potential, dtype="float64")
+    return atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress(voigt=False)
+
+
+def _turned(atoms, r):
+    """``atoms`` rotated by ``r`` (positions and cell)."""
+    b = atoms.copy()
+    b.positions = atoms.positions @ r.T
+    b.set_cell(atoms.cell.array @ r.T, scale_atoms=False)
+    return b
+
+
+def test_generic_orientation_is_the_aligned_model_on_a_turned_input():
+    """Same weights: E_generic(x) = E_aligned(R₀ᵀx), forces and stress turned back by R₀; and the
+    generic model is invariant to R₀R_gR₀ᵀ but not to the aligned group's R_g."""
+    from mlip.models import create_model
+    from mlip.models.platonic.orientation import orientation_matrix
+
+    generic = create_model("platonic", **SMALL_T).double()
+    aligned = create_model("platonic", orientation="aligned", **SMALL_T).double()
+    assert generic.model.orientation == "generic"
+    r0 = orientation_matrix("generic").numpy()
+    atoms = _cu_au_cell()
+    e, f, s = _props(generic, atoms)
+    e_a, f_a, s_a = _props(aligned, _turned(atoms, r0.T))
     assert e == pytest.approx(e_a, rel=1e-12)
     assert np.allclose(f, f_a @ r0.T, atol=1e-10)
     assert np.allclose(s, r0 @ s_a @ r0.T, atol=1e-10)
     group = get_group("tetrahedral").elements.numpy()
     h = group[5]  # a rotation of the aligned group (not the identity)
-    e_inv, _, _ = props(generic, turned(atoms, r0 @ h @ r0.T))
-    e_not, _, _ = props(generic, turned(atoms, h))
+    e_inv, _, _ = _props(generic, _turned(atoms, r0 @ h @ r0.T))
+    e_not, _, _ = _props(generic, _turned(atoms, h))
     assert e_inv == pytest.approx(e, rel=1e-12)
     assert abs(e_not - e) > 1e-6
 
@@ -338,41 +350,26 @@ def test_the_coset_average_is_the_mean_of_the_network_over_turned_inputs():
     """Same weights: E_avg(x) = mean_k E(Q_kᵀx) with Q_k = R₀c_kR₀ᵀ (the plain model seeing the input
     turned into each coset's frames), to float64 rounding; the averaged model adds no parameter, and
     is exactly invariant to the icosahedral group turned by R₀, which the plain model is not."""
-    from ase.build import bulk
-
-    import mlip
     from mlip.models import create_model
     from mlip.models.platonic.groups import coset_representatives
     from mlip.models.platonic.orientation import orientation_matrix
 
-    kwargs = dict(species=["Cu", "Au"], cutoff=4.5, group="T", channels=4, num_layers=1, num_heads=2,
-                  head_dim=4, seed=5)
-    plain = create_model("platonic", **kwargs).double()
-    averaged = create_model("platonic", average_over="I", **kwargs).double()
+    plain = create_model("platonic", **SMALL_T).double()
+    averaged = create_model("platonic", average_over="I", **SMALL_T).double()
     assert averaged.model.average_over == "icosahedral"
     assert plain.state_dict().keys() == averaged.state_dict().keys()
     averaged.load_state_dict(plain.state_dict())
-    atoms = bulk("Cu", "fcc", a=3.7, cubic=True)
-    atoms.symbols[[1, 3]] = "Au"
-    atoms.rattle(0.1, seed=3)
+    atoms = _cu_au_cell()
 
     def energy(potential, a):
-        a = a.copy()
-        a.calc = mlip.MLIPCalculator(potential, dtype="float64")
-        return a.get_potential_energy()
-
-    def turned(a, r):
-        b = a.copy()
-        b.positions = a.positions @ r.T
-        b.set_cell(a.cell.array @ r.T, scale_atoms=False)
-        return b
+        return _props(potential, a)[0]
 
     r0 = orientation_matrix("generic").numpy()
     qs = [r0 @ c @ r0.T for c in coset_representatives("tetrahedral", "icosahedral").numpy()]
     e_avg = energy(averaged, atoms)
-    assert e_avg == pytest.approx(np.mean([energy(plain, turned(atoms, q.T)) for q in qs]), abs=1e-12)
+    assert e_avg == pytest.approx(np.mean([energy(plain, _turned(atoms, q.T)) for q in qs]), abs=1e-12)
     five_fold = qs[1]
-    assert abs(energy(averaged, turned(atoms, five_fold)) - e_avg) < 1e-11
-    assert abs(energy(plain, turned(atoms, five_fold)) - energy(plain, atoms)) > 1e-6
+    assert abs(energy(averaged, _turned(atoms, five_fold)) - e_avg) < 1e-11
+    assert abs(energy(plain, _turned(atoms, five_fold)) - energy(plain, atoms)) > 1e-6
     with pytest.raises(ValueError, match="average_over 'icosahedral'"):
-        create_model("platonic", **{**kwargs, "group": "O"}, average_over="icosahedral")
+        create_model("platonic", **{**SMALL_T, "group": "O"}, average_over="icosahedral")
