@@ -182,17 +182,23 @@ def md_step_speed(potential, atoms, repeats: int = 10) -> float:
     return len(atoms) / float(np.median(times))
 
 
+def _sibling(name: str):
+    """The benchmark script ``benchmarks/<name>.py`` beside this one, imported as a module."""
+    import importlib
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(name)
+
+
 def speed_structures(kind: str = "cu-au"):
     """The two cells of the card's MD-step speed, by label. ``cu-au``: the EMT cards' fcc Cu and Cu–Au
     solid solution; ``si-ge``: the diamond Si and Si–Ge cells ``benchmarks/mace_baseline.py --md-cells
     si-ge`` times, so that the card's speed and its MACE comparison are of the same cells."""
     if kind == "si-ge":
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from mace_baseline import md_cells
-
-        si, sige = md_cells("si-ge")
+        si, sige = _sibling("mace_baseline").md_cells("si-ge")
         return {f"diamond Si, {len(si)} atoms": si, f"Si-Ge solid solution, {len(sige)} atoms": sige}
     from ase.build import bulk
 
@@ -293,15 +299,7 @@ def quote_dft_validation(path: Path, method: str | None, command: str) -> dict:
     if method not in report["methods"]:
         raise SystemExit(f"{path}: no method {method!r} (it has {', '.join(report['methods'])})")
 
-    def scalars(properties, prefix=""):
-        out = {}
-        for key, value in properties.items():
-            if isinstance(value, dict):
-                out.update(scalars(value, f"{prefix}{key}."))
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                out[f"{prefix}{key}"] = float(value)
-        return out
-
+    scalars = _sibling("dft_validation").scalars  # every finite number by its dotted path
     mine = scalars(report["methods"][method]["properties"])
     ref = scalars(report["methods"][reference]["properties"])
     rows = [{"key": key, "label": label, "unit": unit, "target_percent": target, "model": mine[key],
