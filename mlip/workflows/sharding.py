@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -135,13 +136,16 @@ def run_sharded(
     progress: bool = True,
     desc: str = "items",
     write: bool = True,
+    report_every: float = 60.0,
 ) -> Dict[str, int]:
     """Compute this process's share of ``items`` = [(id, payload), ...] with ``compute(id, payload)``.
 
     ``compute`` returns a JSON-serialisable dict; an exception is recorded as
     ``{"failed": True, "error": "...", "traceback": "..."}`` and the run goes on. Results already
     in ``out_dir`` are skipped. ``write=False`` computes without writing: the other ranks of an MPI
-    calculation whose rank 0 writes (every rank must take part in each item). Returns counts:
+    calculation whose rank 0 writes (every rank must take part in each item). Without ``progress``,
+    the writing process reports on stderr instead, one line at most every ``report_every`` seconds
+    and one when its share is done (a campaign of hours in a log file). Returns counts:
     ``{"shard": k, "n_shards": n, "assigned", "skipped", "computed", "failed"}``.
     """
     ids = [str(i) for i, _ in items]
@@ -153,9 +157,10 @@ def run_sharded(
         bar = tqdm(total=counts["assigned"], initial=counts["skipped"],
                    desc=f"{desc} (shard {counts['shard'] + 1}/{counts['n_shards']})",
                    unit="item", dynamic_ncols=True)
-    start = time.perf_counter()
+    report = write and not progress and bool(todo)
+    start = last_report = time.perf_counter()
     try:
-        for k in todo:
+        for n_done, k in enumerate(todo, 1):
             item_id, payload = items[k]
             t0 = time.perf_counter()
             try:
@@ -170,11 +175,17 @@ def run_sharded(
             if write:
                 write_result(out_dir, ids[k], record)
             counts["computed"] += 1
+            now = time.perf_counter()
+            per_min = counts["computed"] / max((now - start) / 60, 1e-9)
             if bar is not None:
-                minutes = (time.perf_counter() - start) / 60
                 bar.update(1)
-                bar.set_postfix(per_min=f"{counts['computed'] / max(minutes, 1e-9):.1f}", failed=counts["failed"],
-                                refresh=False)
+                bar.set_postfix(per_min=f"{per_min:.1f}", failed=counts["failed"], refresh=False)
+            if report and (now - last_report >= report_every or n_done == len(todo)):
+                last_report = now
+                print(f"{desc} (shard {counts['shard'] + 1}/{counts['n_shards']}): "
+                      f"{counts['skipped'] + counts['computed']}/{counts['assigned']} done, "
+                      f"{counts['failed']} failed this run, {per_min:.1f} per min; "
+                      f"last {ids[k]} in {record['wall_time_s']:.0f} s", file=sys.stderr, flush=True)
     finally:
         if bar is not None:
             bar.close()

@@ -10,6 +10,7 @@ from ase.build import bulk
 pytest.importorskip("phono3py")
 
 from mlip.cli import main  # noqa: E402
+from mlip.models import create_model  # noqa: E402
 from mlip.workflows.kappa_batch import (  # noqa: E402
     load_kappa_table,
     merge_kappa_batch,
@@ -137,7 +138,7 @@ def test_a_campaign_folder_refuses_another_model_or_settings(structures_file, tm
     run_kappa_batch(structures_file, EMT, tmp_path / "c", progress=False, **FAST)
     with pytest.raises(ValueError, match="another settings"):
         run_kappa_batch(structures_file, EMT, tmp_path / "c", progress=False, relax=False, temperatures=(200.0,))
-    tiny = __import__("mlip").models.create_model("platonic", species=["Cu", "Al"], cutoff=3.0, seed=0, channels=4,
-                                                   num_layers=1, num_heads=1, head_dim=2)
+    tiny = create_model("platonic", species=["Cu", "Al"], cutoff=3.0, seed=0, channels=4, num_layers=1,
+                        num_heads=1, head_dim=2)
     with pytest.raises(ValueError, match="another model"):
         run_kappa_batch(structures_file, tiny, tmp_path / "c", progress=False, **FAST)

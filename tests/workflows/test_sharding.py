@@ -81,3 +81,22 @@ def test_result_files_are_json_and_ids_stay_distinct(tmp_path):
     json.loads(result_path(tmp_path, "a/b").read_text())
     with pytest.raises(ValueError, match="unique"):
         run_sharded([("x", 1), ("x", 2)], square, tmp_path, progress=False)
+
+
+def test_without_progress_bar_the_writer_reports_on_stderr(tmp_path, capsys):
+    items = [(f"mp-{k}", k) for k in range(5)]
+    run_sharded(items[:2], square, tmp_path, progress=False)
+    capsys.readouterr()
+    # every item reported (no minimum interval), counting those done by the earlier run
+    run_sharded(items, square, tmp_path, progress=False, desc="squares", report_every=0)
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert [line.split(":")[1].split(" done")[0].strip() for line in lines] == ["3/5", "4/5", "5/5"]
+    assert lines[0].startswith("squares (shard 1/1)") and "last mp-2 in" in lines[0]
+    assert "1 failed this run" in lines[1] and "last mp-4" in lines[2]
+    # a long interval: one line, when the share is done; a rank that does not write says nothing
+    run_sharded(items, square, tmp_path / "b", progress=False, report_every=3600)
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    run_sharded(items, square, tmp_path / "c", progress=False, write=False, report_every=0)
+    assert capsys.readouterr().err == ""
