@@ -160,7 +160,7 @@ def run_sharded(
     report = write and not progress and bool(todo)
     start = last_report = time.perf_counter()
     try:
-        for n_done, k in enumerate(todo, 1):
+        for k in todo:
             item_id, payload = items[k]
             t0 = time.perf_counter()
             try:
@@ -180,7 +180,7 @@ def run_sharded(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(per_min=f"{per_min:.1f}", failed=counts["failed"], refresh=False)
-            if report and (now - last_report >= report_every or n_done == len(todo)):
+            if report and (now - last_report >= report_every or counts["computed"] == len(todo)):
                 last_report = now
                 print(f"{desc} (shard {counts['shard'] + 1}/{counts['n_shards']}): "
                       f"{counts['skipped'] + counts['computed']}/{counts['assigned']} done, "
