@@ -8,6 +8,9 @@ minutes (examples/recipes/equiformer_v3-chgnet/README.md):
 
     python examples/recipes/train_on_budget.py examples/recipes/equiformer_v3-chgnet/train.yaml \\
         --minutes 6 --data-dir data --out-dir equiformer_v3-chgnet
+
+A killed run continues with the same command and ``--resume``: no new calibration, the epochs that the run
+saved in its ``config.json``, and the minutes it has used count against the budget.
 """
 
 import argparse
@@ -34,6 +37,8 @@ def main(argv=None) -> int:
     parser.add_argument("--calibration-steps", type=int, default=40,
                         help="training steps timed first (in two runs of a quarter and three quarters)")
     parser.add_argument("--device", help="override the config's device")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the killed run in the out_dir (the same command otherwise)")
     args = parser.parse_args(argv)
 
     config = TrainConfig.from_yaml(args.config)
@@ -41,6 +46,16 @@ def main(argv=None) -> int:
         config.out_dir = args.out_dir
     if args.device:
         config.device = args.device
+    if args.resume:
+        saved = Path(config.out_dir) / "config.json"
+        if not (saved.is_file() and (Path(config.out_dir) / "train_state.safetensors").is_file()):
+            parser.error(f"nothing to resume in {config.out_dir} (no config.json and train_state.safetensors)")
+        # the calibrated epochs and budget; train() refuses any other difference from the saved run
+        calibrated = TrainConfig.from_yaml(saved)
+        if calibrated.max_minutes is None or not math.isclose(calibrated.max_minutes, args.minutes * 1.05):
+            parser.error(f"the run in {config.out_dir} was not fitted to {args.minutes:g} min "
+                         f"(its max_minutes: {calibrated.max_minutes})")
+        config.epochs, config.max_minutes = calibrated.epochs, calibrated.max_minutes
 
     if not config.data.train or not config.data.valid:
         parser.error("the config needs data.train and data.valid (files in --data-dir)")
@@ -60,10 +75,23 @@ def main(argv=None) -> int:
     print(f"read {len(train_samples)} training and {len(valid_samples)} validation structures in "
           f"{time.perf_counter() - t0:.0f} s", flush=True)
 
+    if args.resume:
+        print(f"resuming {config.out_dir}: {config.epochs} epochs in {args.minutes:g} min", flush=True)
+    else:
+        fit_epochs(config, train_samples, valid_samples, args.minutes, args.calibration_steps)
+    result = train(config, train_samples=train_samples, valid_samples=valid_samples, resume=args.resume,
+                   progress=False)
+    print(f"trained {result.epochs_run} epochs; best: {result.best}", flush=True)
+    return 0
+
+
+def fit_epochs(config: TrainConfig, train_samples, valid_samples, minutes: float, calibration_steps: int) -> None:
+    """Set ``config.epochs`` to those that fit in ``minutes`` (``max_minutes`` to 1.05 times it, a guard),
+    from training steps timed on the data."""
     # Calibration: the same batches and model on random subsets of n and 3n steps (a file's order is
     # often by composition or kind, whose sizes differ), one epoch each, in a scratch folder; the
     # difference of their times leaves out the first steps' start-up costs.
-    n = max(1, args.calibration_steps // 4)
+    n = max(1, calibration_steps // 4)
     # the frames training will see: without data.exclude_config_types (the calibration config drops the
     # key, so that a subset without those kinds is no error; the run itself keeps it and says how many)
     kept = without_config_types(train_samples, config.data.exclude_config_types)
@@ -90,13 +118,10 @@ def main(argv=None) -> int:
     valid_steps = math.ceil(len(without_config_types(valid_samples, config.data.exclude_config_types))
                             / config.batch_size) / 3
     per_epoch = per_step * (steps + valid_steps)
-    config.epochs = max(1, int(args.minutes * 60 // per_epoch))
-    config.max_minutes = args.minutes * 1.05
+    config.epochs = max(1, int(minutes * 60 // per_epoch))
+    config.max_minutes = minutes * 1.05
     print(f"calibration: {per_step * 1e3:.0f} ms per step, {per_epoch:.1f} s per epoch: "
-          f"{config.epochs} epochs in {args.minutes:g} min", flush=True)
-    result = train(config, train_samples=train_samples, valid_samples=valid_samples, progress=False)
-    print(f"trained {result.epochs_run} epochs; best: {result.best}", flush=True)
-    return 0
+          f"{config.epochs} epochs in {minutes:g} min", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ import json
 import re
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
+import pytest
 from ase.io import write
 
 from mlip.testing import emt_cells, script_module
@@ -32,17 +34,26 @@ def _config(tmp_path, **data) -> Path:
     return path
 
 
-def _run(tmp_path, monkeypatch, minutes: str, **data) -> Path:
-    """The script on ``_config(tmp_path, **data)`` for ``minutes``, its scratch folders in
-    ``tmp_path/scratch``; returns the run's folder."""
+def _run(tmp_path, monkeypatch, minutes: str, *options, epochs: Optional[int] = None, **data) -> Path:
+    """The script (with ``options``) on ``_config(tmp_path, **data)`` for ``minutes``, its scratch
+    folders in ``tmp_path/scratch``; ``epochs`` replaces those the calibration fitted. Returns the run's
+    folder."""
     config = _config(tmp_path, **data)
     scratch = tmp_path / "scratch"
-    scratch.mkdir()
+    scratch.mkdir(exist_ok=True)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     out = tmp_path / "run"
     with script_module(SCRIPT) as script:
+        if epochs is not None:
+            fit_epochs = script.fit_epochs
+
+            def fitted(config, *args):
+                fit_epochs(config, *args)
+                config.epochs = epochs
+
+            monkeypatch.setattr(script, "fit_epochs", fitted)
         code = script.main([str(config), "--minutes", minutes, "--data-dir", str(tmp_path),
-                            "--out-dir", str(out), "--calibration-steps", "8"])
+                            "--out-dir", str(out), "--calibration-steps", "8", *options])
     assert code == 0
     return out
 
@@ -68,3 +79,41 @@ def test_excluded_kinds_are_left_out_of_the_calibration_and_the_run(tmp_path, ca
     out = _run(tmp_path, monkeypatch, "0.02", exclude_config_types=["compressed"])
     assert "left out 1 training and 0 validation frames of config_type compressed" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["data"]["exclude_config_types"] == ["compressed"]
+
+
+def test_a_killed_run_resumes_with_its_calibrated_epochs(tmp_path, capsys, monkeypatch):
+    """--resume: no new calibration, the run's saved epochs, and the epochs after the last finished one."""
+    import mlip.training.trainer as trainer
+
+    train_epoch, calls = trainer._train_epoch, []
+
+    def killed_in_the_third_epoch(*args, **kwargs):  # after the two calibration runs and epochs 1, 2
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return train_epoch(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "_train_epoch", killed_in_the_third_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, monkeypatch, "1", epochs=4)
+    out = tmp_path / "run"
+    assert json.loads((out / "config.json").read_text())["epochs"] == 4
+    assert len(json.loads((out / "metrics.json").read_text())) == 2
+    capsys.readouterr()
+
+    monkeypatch.setattr(trainer, "_train_epoch", train_epoch)
+    _run(tmp_path, monkeypatch, "1", "--resume")
+    printed = capsys.readouterr().out
+    assert "calibration:" not in printed and f"resuming {out}: 4 epochs in 1 min" in printed
+    assert [entry["epoch"] for entry in json.loads((out / "metrics.json").read_text())] == [1, 2, 3, 4]
+    assert not list((tmp_path / "scratch").glob("calibrate-*"))
+
+
+def test_resume_refuses_a_folder_without_a_run_or_another_budget(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit):
+        _run(tmp_path, monkeypatch, "0.02", "--resume")
+    assert "nothing to resume in" in capsys.readouterr().err
+    _run(tmp_path, monkeypatch, "0.02", epochs=1)
+    with pytest.raises(SystemExit):
+        _run(tmp_path, monkeypatch, "0.05", "--resume")
+    assert "was not fitted to 0.05 min (its max_minutes: 0.021" in capsys.readouterr().err

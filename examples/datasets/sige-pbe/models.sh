@@ -8,7 +8,8 @@
 # Steps (STEPS, default all of them):
 #   data      the labelled set sige-pbe.xyz (every structure of run/ labelled), its data card (kept here,
 #             sige-pbe.card.md), its split
-#   train     equiformer_v3-sige and platonic-sige, MINUTES each on 2 threads (train_on_budget.py)
+#   train     equiformer_v3-sige and platonic-sige, MINUTES each on 2 threads (train_on_budget.py; a
+#             killed training resumes after its last finished epoch)
 #   mace      MACE trained MINUTES on the same file; errors and MD-step cost beside both models, one run
 #   gpaw      the GPAW side of the crystal properties (vacancy and (100) surface added to the kept cache;
 #             hours on 2 cores, resumable), under mpiexec
@@ -83,11 +84,17 @@ fi
 if want train; then
     for model in "${models[@]}"; do
         if [ ! -f "$model/done" ]; then
-            say "train: $model, $minutes min"
-            rm -rf "$model"
+            if [ -f "$model/train_state.safetensors" ]; then  # killed after an epoch: go on from there
+                say "train: $model, $minutes min, resumed"
+                resume=(--resume)
+            else
+                say "train: $model, $minutes min"
+                rm -rf "$model" "$model.log"
+                resume=()
+            fi
             OMP_NUM_THREADS=2 python "$root/examples/recipes/train_on_budget.py" \
                 "$root/examples/recipes/$model/stage1.yaml" --minutes "$minutes" --out-dir "$model" \
-                | tee "$model.log"
+                "${resume[@]}" | tee -a "$model.log"
             touch "$model/done"
         fi
     done
