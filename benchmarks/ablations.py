@@ -18,7 +18,8 @@ structures of the training file (validation, which picks the best epoch: the nex
 evaluated on the first ``--n-test`` structures of the test file (float64). The cosine schedule needs a
 number of epochs: it is set from a timed probe of the variant's training steps so that the schedule ends
 near the budget (``max_minutes`` stops it in any case). Results go to ``OUT/<variant>/result.json``
-(written when the variant finishes, so a rerun skips it) and the table to ``OUT/ablations.md``;
+(written when the variant finishes, so a rerun skips it; a variant killed after an epoch resumes there)
+and the table to ``OUT/ablations.md``;
 ``--mace OUT/mace_baseline.json`` adds the row of MACE trained on the same files for the same minutes
 (``benchmarks/mace_baseline.py``).
 """
@@ -60,6 +61,8 @@ VARIANTS = {
     "embedded-atom": ("embedded_atom", {}, "the embedded-atom term alone: radial densities, no angles"),
 }
 KEYS = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")
+#: a variant's budget, timed step and planned epochs, kept beside its run so that a killed run resumes
+PLAN_NAME = "plan.json"
 
 
 def variant_config(name: str, out: Path, minutes: float, epochs: int, bases: dict = BASES) -> dict:
@@ -115,29 +118,39 @@ def seconds_per_step(cfg: dict, samples, n_steps: int = 20, n_warmup: int = 5) -
 
 def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> dict:
     from mlip.checkpoint import load_potential
+    from mlip.io import read_json, write_json
     from mlip.training import TrainConfig, train
     from mlip.training.evaluation import evaluate
 
     out = Path(args.out)
-    probe = variant_config(name, out, args.minutes, 1, args.bases)
-    step = seconds_per_step(probe, train_samples)
-    steps_per_epoch = math.ceil(len(train_samples) / probe["batch_size"])
-    # ~8% of the time goes to validation passes. Rounded up, so the budget is used; max_minutes
-    # (1.15 × the budget) stops a run that would overrun.
-    epochs = max(1, math.ceil(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
+    # A variant killed after an epoch (its train_state and the plan of the same budget) goes on from there;
+    # any other unfinished attempt (no result.json, checked by main) starts over.
+    plan = read_json(out / name / PLAN_NAME)
+    resume = (plan is not None and plan.get("minutes") == args.minutes
+              and (out / name / "train_state.safetensors").is_file())
+    if resume:
+        step, epochs = plan["seconds_per_step"], plan["epochs"]
+        print(f"{name}: resuming the killed run", flush=True)
+    else:
+        probe = variant_config(name, out, args.minutes, 1, args.bases)
+        step = seconds_per_step(probe, train_samples)
+        steps_per_epoch = math.ceil(len(train_samples) / probe["batch_size"])
+        # ~8% of the time goes to validation passes. Rounded up, so the budget is used; max_minutes
+        # (1.15 × the budget) stops a run that would overrun.
+        epochs = max(1, math.ceil(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
+        (out / name).mkdir(parents=True, exist_ok=True)
+        write_json(out / name / PLAN_NAME,
+                   {"minutes": args.minutes, "seconds_per_step": step, "epochs": epochs})
     cfg = variant_config(name, out, args.minutes, epochs, args.bases)
-    t0 = time.perf_counter()
-    # No result.json (checked by main): an earlier attempt did not finish, so start that variant over.
-    result = train(TrainConfig.from_dict(cfg), train_samples, valid_samples, progress=False, overwrite=True)
-    minutes = (time.perf_counter() - t0) / 60
+    result = train(TrainConfig.from_dict(cfg), train_samples, valid_samples, progress=False, resume=resume,
+                   overwrite=not resume)
     metrics = evaluate(load_potential(result.best), test_samples, batch_size=16, dtype="float64")
     record = {"variant": name, "what": VARIANTS[name][2], "model": cfg["model"], "epochs_planned": epochs,
-              "epochs_run": result.epochs_run, "minutes": minutes, "seconds_per_step": step,
+              "epochs_run": result.epochs_run, "minutes": result.history[-1]["minutes"],
+              "seconds_per_step": step,
               "n_parameters": sum(p.numel() for p in load_potential(result.best).parameters()),
               "n_train": len(train_samples), "n_test": len(test_samples),
               "test": {k: metrics[k] for k in KEYS}}
-    from mlip.io import write_json
-
     write_json(out / name / "result.json", record)
     return record
 

@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     if args.resume:
         saved = Path(config.out_dir) / "config.json"
         if not (saved.is_file() and (Path(config.out_dir) / "train_state.safetensors").is_file()):
-            parser.error(f"nothing to resume in {config.out_dir} (no config.json and train_state.safetensors)")
+            parser.error(f"nothing to resume in {config.out_dir} "
+                         "(it needs the run's config.json and train_state.safetensors)")
         # the calibrated epochs and budget; train() refuses any other difference from the saved run
         calibrated = TrainConfig.from_yaml(saved)
         if calibrated.max_minutes is None or not math.isclose(calibrated.max_minutes, args.minutes * 1.05):
@@ -85,7 +86,8 @@ def main(argv=None) -> int:
     return 0
 
 
-def fit_epochs(config: TrainConfig, train_samples, valid_samples, minutes: float, calibration_steps: int) -> None:
+def fit_epochs(config: TrainConfig, train_samples, valid_samples, minutes: float,
+               calibration_steps: int) -> None:
     """Set ``config.epochs`` to those that fit in ``minutes`` (``max_minutes`` to 1.05 times it, a guard),
     from training steps timed on the data."""
     # Calibration: the same batches and model on random subsets of n and 3n steps (a file's order is

@@ -51,3 +51,47 @@ def test_the_table_has_a_row_for_mace_trained_alike(script, tmp_path):
     text = script.report(tmp_path, path)  # no variant finished: MACE alone
     assert ("| MACE | mace_run_train, the same data and minutes (1 thread(s)) | 84,720 | — | 1.25 | 48.0 "
             "| 60.0 | 12.3 | 56.8 | 1.23 |") in text
+
+
+def test_a_killed_variant_resumes_after_its_last_epoch(script, tmp_path, monkeypatch, capsys):
+    """A variant killed after two epochs goes on with its planned epochs (no new probe); with another
+    budget it starts over."""
+    import argparse
+    import json
+
+    import mlip.training.trainer as trainer
+    from mlip.testing import emt_cells
+
+    base = tmp_path / "platonic.yaml"
+    base.write_text(json.dumps(dict(model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4,
+                                               num_layers=1, num_heads=1, head_dim=2),
+                                    batch_size=8, optimizer=dict(lr=5e-3))))
+    train_samples, valid_samples = emt_cells(16, seed=1), emt_cells(4, seed=2)
+    test_samples = emt_cells(4, seed=3)
+    # 7 s a step, 2 steps an epoch: ceil(0.92 · 60 s / 14 s) = 4 epochs in a minute
+    probes = []
+    monkeypatch.setattr(script, "seconds_per_step", lambda cfg, samples: probes.append(1) or 7.0)
+    train_epoch, calls = trainer._train_epoch, []
+
+    def killed_in_the_third_epoch(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return train_epoch(*a, **k)
+
+    args = argparse.Namespace(out=str(tmp_path / "ablations"), minutes=1.0,
+                              bases={**script.BASES, "platonic": base})
+    monkeypatch.setattr(trainer, "_train_epoch", killed_in_the_third_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        script.run_variant("platonic-T-linear", args, train_samples, valid_samples, test_samples)
+    monkeypatch.setattr(trainer, "_train_epoch", train_epoch)
+    record = script.run_variant("platonic-T-linear", args, train_samples, valid_samples, test_samples)
+    assert "platonic-T-linear: resuming the killed run" in capsys.readouterr().out and len(probes) == 1
+    folder = tmp_path / "ablations" / "platonic-T-linear"
+    assert [e["epoch"] for e in json.loads((folder / "metrics.json").read_text())] == [1, 2, 3, 4]
+    assert record["epochs_planned"] == record["epochs_run"] == 4 and record["model"]["attention"] == "linear"
+
+    args.minutes = 2.0  # another budget: the probe again, and a new run of 8 epochs
+    record = script.run_variant("platonic-T-linear", args, train_samples, valid_samples, test_samples)
+    assert "resuming" not in capsys.readouterr().out and len(probes) == 2
+    assert [e["epoch"] for e in json.loads((folder / "metrics.json").read_text())] == list(range(1, 9))
