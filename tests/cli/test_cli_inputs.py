@@ -175,7 +175,7 @@ def test_eval_element_error_names_the_symbol_and_the_file(tmp_path, capsys):
     data = labelled("Pt", 3.92, tmp_path / "pt.extxyz")
     code, _, err = run_cli(capsys, "eval", model, data, "--out-dir", tmp_path / "ev")
     assert_clean_error(code, err, "pt.extxyz: frame 0", "Pt", "(Cu)")
-    assert "78" not in err
+    assert "78" not in err.replace(str(tmp_path), "")  # the symbol, not Z (the path may hold 78)
 
 
 def test_reference_energy_fit_names_the_element_and_the_file(tmp_path):
@@ -188,6 +188,7 @@ def test_reference_energy_fit_names_the_element_and_the_file(tmp_path):
         fit_reference_energies(samples, [29])
     message = str(info.value)
     assert "pt.extxyz: frame 0" in message and "contains Pt" in message and "(Cu)" in message
+    message = message.replace(str(tmp_path), "")  # the symbol, not the atomic number (the path may hold 78)
     assert "Z=" not in message and "78" not in message
     # Structures built in memory are named by their position.
     in_memory = []
