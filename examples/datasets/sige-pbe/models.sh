@@ -19,7 +19,7 @@
 #
 # WORK (default examples/datasets/sige-pbe/work, git-ignored) holds everything but the GPAW cache, the
 # cards and their sample (CARDS_OUT and CARD_SAMPLE move those two, e.g. for a trial on part of the
-# data). Needs the package's Python as `python` (with GPAW for `data` and `gpaw`) and the MACE
+# data). Needs the package's Python as `python` (with GPAW for `gpaw`) and the MACE
 # virtualenv of benchmarks/README.md (MACE_PYTHON, default /work/venvs/mace/bin/python).
 set -euo pipefail
 
