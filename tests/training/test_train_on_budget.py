@@ -62,9 +62,11 @@ def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch
     out = _run(tmp_path, monkeypatch, "0.05")
     scratch = tmp_path / "scratch"
     printed = capsys.readouterr().out
-    m = re.search(r"calibration: (\d+) ms per step, ([\d.]+) s per epoch: (\d+) epochs in 0.05 min", printed)
+    m = re.search(r"calibration: (\d+) ms per step, ([\d.]+) s per epoch \(([\d.e-]+) s of validation\): "
+                  r"(\d+) epochs in 0.05 min", printed)
     assert m, printed
-    per_epoch, epochs = float(m.group(2)), int(m.group(3))
+    per_epoch, validation, epochs = float(m.group(2)), float(m.group(3)), int(m.group(4))
+    assert 0 < validation < per_epoch
     # 0.05 min = 3 s: epochs · (seconds per epoch) <= 3, the printed seconds rounded to 0.1
     assert 1 <= epochs < 1000 and (epochs == 1 or epochs * (per_epoch - 0.05) <= 3)
     history = json.loads((out / "metrics.json").read_text())
