@@ -134,6 +134,7 @@ def seconds_per_validation_batch(potential, valid_samples, n_batches: int, confi
     """Time of one validation batch (energy, forces and stress in ``config.eval_dtype``, as the trainer
     validates), the mean over up to ``n_batches`` batches of a seeded random subset of ``valid_samples``
     (a file's order is often by kind), after one untimed batch."""
+    potential = potential.to(config.device)  # a checkpoint loads on the CPU
     order = np.random.default_rng(config.seed).permutation(len(valid_samples))
     subset = [valid_samples[i] for i in order[:n_batches * config.batch_size]]
     evaluate(potential, subset[:config.batch_size], config.batch_size, config.eval_dtype, config.device)
