@@ -66,7 +66,7 @@ def test_the_epochs_fit_the_budget_and_are_trained(tmp_path, capsys, monkeypatch
                   r"(\d+) epochs in 0.05 min", printed)
     assert m, printed
     per_epoch, validation, epochs = float(m.group(2)), float(m.group(3)), int(m.group(4))
-    assert 0 < validation < per_epoch
+    assert 0 < validation <= per_epoch + 0.05  # the seconds per epoch are printed to 0.1
     # 0.05 min = 3 s: epochs · (seconds per epoch) <= 3, the printed seconds rounded to 0.1
     assert 1 <= epochs < 1000 and (epochs == 1 or epochs * (per_epoch - 0.05) <= 3)
     history = json.loads((out / "metrics.json").read_text())
