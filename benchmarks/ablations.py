@@ -16,8 +16,9 @@ structures of the training file (validation, which picks the best epoch: the nex
 ``--valid`` file; ``--n-train 0``: the whole file, split as ``mlip train`` splits it without
 ``--valid``, i.e. the shipped models' training data) for ``--minutes`` of wall-clock time, and is then
 evaluated on the first ``--n-test`` structures of the test file (float64). The cosine schedule needs a
-number of epochs: it is set from a timed probe of the variant's training steps so that the schedule ends
-near the budget (``max_minutes`` stops it in any case). Results go to ``OUT/<variant>/result.json``
+number of epochs: it is set from the variant's training steps and validation batches timed on the data
+(:func:`mlip.training.budget.calibrate`, as ``examples/recipes/train_on_budget.py`` does) so that the
+schedule ends near the budget (``max_minutes`` stops it in any case). Results go to ``OUT/<variant>/result.json``
 (written when the variant finishes, so a rerun skips it; a variant killed after an epoch resumes there)
 and the table to ``OUT/ablations.md``;
 ``--mace OUT/mace_baseline.json`` adds the row of MACE trained on the same files for the same minutes
@@ -119,7 +120,7 @@ def seconds_per_step(cfg: dict, samples, n_steps: int = 20, n_warmup: int = 5) -
 def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> dict:
     from mlip.checkpoint import load_potential
     from mlip.io import read_json, write_json
-    from mlip.training import TrainConfig, train
+    from mlip.training import TrainConfig, budget, train
     from mlip.training.evaluation import evaluate
 
     out = Path(args.out)
@@ -132,12 +133,14 @@ def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> 
         step, epochs = plan["seconds_per_step"], plan["epochs"]
         print(f"{name}: resuming the killed run", flush=True)
     else:
-        probe = variant_config(name, out, args.minutes, 1, args.bases)
-        step = seconds_per_step(probe, train_samples)
-        steps_per_epoch = math.ceil(len(train_samples) / probe["batch_size"])
-        # ~8% of the time goes to validation passes. Rounded up, so the budget is used; max_minutes
-        # (1.15 × the budget) stops a run that would overrun.
-        epochs = max(1, math.ceil(0.92 * 60 * args.minutes / (step * steps_per_epoch)))
+        # the epochs that fit, from training steps and validation batches timed on the data as the
+        # trainer runs them (the recipes' calibration); max_minutes (1.15 × the budget) stops a run that
+        # would overrun
+        probe = TrainConfig.from_dict(variant_config(name, out, args.minutes, 1, args.bases))
+        calibration = budget.calibrate(probe, train_samples, valid_samples, args.minutes)
+        step, epochs = calibration.seconds_per_step, calibration.epochs
+        print(f"{name}: {calibration.seconds_per_epoch:.1f} s per epoch, {epochs} epochs in {args.minutes:g} min",
+              flush=True)
         (out / name).mkdir(parents=True, exist_ok=True)
         write_json(out / name / PLAN_NAME,
                    {"minutes": args.minutes, "seconds_per_step": step, "epochs": epochs})

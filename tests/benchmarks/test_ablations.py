@@ -68,9 +68,16 @@ def test_a_killed_variant_resumes_after_its_last_epoch(script, tmp_path, monkeyp
                                     batch_size=8, optimizer=dict(lr=5e-3))))
     train_samples, valid_samples = emt_cells(16, seed=1), emt_cells(4, seed=2)
     test_samples = emt_cells(4, seed=3)
-    # 7 s a step, 2 steps an epoch: ceil(0.92 · 60 s / 14 s) = 4 epochs in a minute
+    import mlip.training.budget as budget
+
+    # 15 s an epoch: 4 epochs in a minute
     probes = []
-    monkeypatch.setattr(script, "seconds_per_step", lambda cfg, samples: probes.append(1) or 7.0)
+
+    def calibrate(config, train_samples, valid_samples, minutes):
+        probes.append(1)
+        return budget.Calibration(7.0, 1.0, 15.0, int(minutes * 60 // 15))
+
+    monkeypatch.setattr(budget, "calibrate", calibrate)
     train_epoch, calls = trainer._train_epoch, []
 
     def killed_in_the_third_epoch(*a, **k):

@@ -8,9 +8,13 @@ from typing import Optional
 
 import numpy as np
 import pytest
+from ase import Atoms
+from ase.calculators.emt import EMT
+from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import write
 
 from mlip.testing import emt_cells, script_module
+from mlip.training.samples import atoms_of
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "train_on_budget.py"
 #: the training frame that the seed-0 shuffle puts last: no calibration subset but the largest holds it
@@ -19,26 +23,43 @@ LAST_IN_THE_SHUFFLE = int(np.random.default_rng(0).permutation(48)[-1])
 
 
 
-def _config(tmp_path, **data) -> Path:
+def _isolated(symbol: str):
+    """One atom in vacuum with its EMT energy (what ``reference_energies: isolated_atoms`` reads)."""
+    atoms = Atoms(symbol, positions=[[0.0, 0.0, 0.0]])
+    atoms.calc = EMT()
+    energy = atoms.get_potential_energy()
+    atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=np.zeros((1, 3)))
+    atoms.info["config_type"] = "isolated_atom"
+    return atoms
+
+
+def _config(tmp_path, isolated_atoms: bool = False, **data) -> Path:
+    """48 training frames (one ``compressed``, the rest ``crystal``), 8 validation frames; with
+    ``isolated_atoms`` an isolated Cu and Au atom follow the training frames, and the reference energies
+    are theirs."""
     frames = emt_cells(48, seed=1)
     for k, atoms in enumerate(frames):
         atoms.info["config_type"] = "compressed" if k == LAST_IN_THE_SHUFFLE else "crystal"
+    if isolated_atoms:
+        frames += [_isolated("Cu"), _isolated("Au")]
     write(tmp_path / "train.xyz", frames)
     write(tmp_path / "valid.xyz", emt_cells(8, seed=2))
     config = dict(model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1,
                              num_heads=1, head_dim=2),
                   data=dict(train="train.xyz", valid="valid.xyz", **data), epochs=1000, batch_size=8,
-                  out_dir=str(tmp_path / "unused"), optimizer=dict(lr=5e-3, ema_decay=0.5))
+                  out_dir=str(tmp_path / "unused"), optimizer=dict(lr=5e-3, ema_decay=0.5),
+                  reference_energies="isolated_atoms" if isolated_atoms else "least_squares")
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
 
 
-def _run(tmp_path, monkeypatch, minutes: str, *options, epochs: Optional[int] = None, **data) -> Path:
+def _run(tmp_path, monkeypatch, minutes: str, *options, epochs: Optional[int] = None,
+         isolated_atoms: bool = False, **data) -> Path:
     """The script (with ``options``) on ``_config(tmp_path, **data)`` for ``minutes``, its scratch
     folders in ``tmp_path/scratch``; ``epochs`` replaces those the calibration fitted. Returns the run's
     folder."""
-    config = _config(tmp_path, **data)
+    config = _config(tmp_path, isolated_atoms, **data)
     scratch = tmp_path / "scratch"
     scratch.mkdir(exist_ok=True)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
@@ -81,6 +102,29 @@ def test_excluded_kinds_are_left_out_of_the_calibration_and_the_run(tmp_path, ca
     out = _run(tmp_path, monkeypatch, "0.02", exclude_config_types=["compressed"])
     assert "left out 1 training and 0 validation frames of config_type compressed" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["data"]["exclude_config_types"] == ["compressed"]
+
+
+def test_the_calibration_keeps_isolated_atom_references(tmp_path, capsys, monkeypatch):
+    """reference_energies: isolated_atoms costs the isolated atoms' energies in every training step, so
+    the calibration trains with them: every calibration subset holds both isolated atoms, with the
+    config's references (not a least-squares fit, which would leave that cost out)."""
+    import mlip.training as training
+    import mlip.training.budget as budget
+
+    train, seen = training.train, []
+
+    def spy(config, train_samples, valid_samples, **kwargs):
+        symbols = sorted(a.get_chemical_symbols()[0] for a in map(atoms_of, train_samples) if len(a) == 1)
+        seen.append((config.reference_energies, symbols, len(train_samples)))
+        return train(config, train_samples=train_samples, valid_samples=valid_samples, **kwargs)
+
+    monkeypatch.setattr(budget, "train", spy)  # the calibration's runs
+    monkeypatch.setattr(training, "train", spy)  # the run: the script imports it from there
+    _run(tmp_path, monkeypatch, "0.02", epochs=1, isolated_atoms=True)
+    assert len(seen) == 3, seen  # two calibration subsets (2 and 6 steps of 8) and the run
+    # at least the 2 and 6 steps of 8 frames that --calibration-steps 8 asks for, and the whole run
+    assert [n >= least for (_, _, n), least in zip(seen, (16, 48, 50))] == [True] * 3, seen
+    assert all(kind == "isolated_atoms" and symbols == ["Au", "Cu"] for kind, symbols, _ in seen), seen
 
 
 def test_a_killed_run_resumes_with_its_calibrated_epochs(tmp_path, capsys, monkeypatch):
