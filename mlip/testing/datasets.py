@@ -26,3 +26,17 @@ def emt_cells(n: int, seed: int = 0, label: bool = True) -> List:
             atoms.calc = SinglePointCalculator(atoms, energy=e, forces=f, stress=s)
         cells.append(atoms)
     return cells
+
+
+def emt_isolated_atom(symbol: str):
+    """One ``symbol`` atom in vacuum (no cell) with its EMT energy and zero forces attached as a
+    ``SinglePointCalculator``: what ``reference_energies: isolated_atoms`` reads."""
+    from ase import Atoms
+    from ase.calculators.emt import EMT
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    atoms = Atoms(symbol, positions=[[0.0, 0.0, 0.0]])
+    atoms.calc = EMT()
+    energy = atoms.get_potential_energy()
+    atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=np.zeros((1, 3)))
+    return atoms

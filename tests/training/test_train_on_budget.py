@@ -8,12 +8,9 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from ase import Atoms
-from ase.calculators.emt import EMT
-from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import write
 
-from mlip.testing import emt_cells, script_module
+from mlip.testing import emt_cells, emt_isolated_atom, script_module
 from mlip.training.samples import atoms_of
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "train_on_budget.py"
@@ -21,16 +18,6 @@ SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "train_o
 LAST_IN_THE_SHUFFLE = int(np.random.default_rng(0).permutation(48)[-1])
 
 
-
-
-def _isolated(symbol: str):
-    """One atom in vacuum with its EMT energy (what ``reference_energies: isolated_atoms`` reads)."""
-    atoms = Atoms(symbol, positions=[[0.0, 0.0, 0.0]])
-    atoms.calc = EMT()
-    energy = atoms.get_potential_energy()
-    atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=np.zeros((1, 3)))
-    atoms.info["config_type"] = "isolated_atom"
-    return atoms
 
 
 def _config(tmp_path, isolated_atoms: bool = False, **data) -> Path:
@@ -41,7 +28,9 @@ def _config(tmp_path, isolated_atoms: bool = False, **data) -> Path:
     for k, atoms in enumerate(frames):
         atoms.info["config_type"] = "compressed" if k == LAST_IN_THE_SHUFFLE else "crystal"
     if isolated_atoms:
-        frames += [_isolated("Cu"), _isolated("Au")]
+        for atoms in (emt_isolated_atom("Cu"), emt_isolated_atom("Au")):
+            atoms.info["config_type"] = "isolated_atom"
+            frames.append(atoms)
     write(tmp_path / "train.xyz", frames)
     write(tmp_path / "valid.xyz", emt_cells(8, seed=2))
     config = dict(model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1,

@@ -11,7 +11,7 @@ from ase.calculators.emt import EMT
 from ase.calculators.singlepoint import SinglePointCalculator
 
 import mlip
-from mlip.testing import emt_cells
+from mlip.testing import emt_cells, emt_isolated_atom
 from mlip.training import TrainConfig, fit_reference_energies, train
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.schedule import warmup_cosine
@@ -416,17 +416,6 @@ def test_init_grow_refuses_other_changes_and_shallower_targets(tmp_path, samples
         config(tmp_path, "alone", init_grow=True)
 
 
-def isolated(symbol):
-    """One atom in vacuum with its EMT energy (what reference_energies: isolated_atoms reads)."""
-    from ase import Atoms
-
-    atoms = Atoms(symbol, positions=[[0.0, 0.0, 0.0]])
-    atoms.calc = EMT()
-    e = atoms.get_potential_energy()
-    atoms.calc = SinglePointCalculator(atoms, energy=e, forces=np.zeros((1, 3)))
-    return atoms
-
-
 @pytest.mark.parametrize("arch", sorted(GROW_MODELS))
 def test_init_embedded_atom_from_starts_at_the_fitted_terms_energies(tmp_path, samples, arch):
     """init_embedded_atom_from: a transformer with the embedded-atom term declared starts with exactly the energies,
@@ -435,7 +424,7 @@ def test_init_embedded_atom_from_starts_at_the_fitted_terms_energies(tmp_path, s
     log = arch == "equiformer_v3"  # one transformer takes the term with logarithmic densities, one without
     term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0, log_densities=log)
     first = train(config(tmp_path, "term", epochs=1, model=term, reference_energies="isolated_atoms"),
-                  samples[:16] + [isolated("Cu"), isolated("Au")], samples[32:], progress=False)
+                  samples[:16] + [emt_isolated_atom("Cu"), emt_isolated_atom("Au")], samples[32:], progress=False)
     model = dict(GROW_MODELS[arch], terms={"embedded_atom": {"log_densities": log}})
     start = train(config(tmp_path, "start", epochs=1, model=model, init_embedded_atom_from=str(first.last),
                          optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:8], samples[32:], progress=False)

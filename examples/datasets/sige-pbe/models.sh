@@ -8,12 +8,9 @@
 # Steps (STEPS, default all of them):
 #   data      the labelled set sige-pbe.xyz (every structure of run/ labelled), its data card (kept here,
 #             sige-pbe.card.md), its split
-#   train     equiformer_v3-sige and platonic-sige on 2 threads, the stages of their recipes in order
-#             (examples/recipes/<model>/stage<k>.yaml): stage 1 for MINUTES, each later one for
-#             STAGE_MINUTES from the stage before (train_on_budget.py; a killed training resumes after its
-#             last finished epoch)
-#   mace      MACE trained as many minutes as a model's stages together, on the same file; errors and
-#             MD-step cost beside both models, one run
+#   train     equiformer_v3-sige and platonic-sige, MINUTES each on 2 threads (train_on_budget.py; a
+#             killed training resumes after its last finished epoch)
+#   mace      MACE trained MINUTES on the same file; errors and MD-step cost beside both models, one run
 #   gpaw      the GPAW side of the crystal properties (vacancy and (100) surface added to the kept cache;
 #             hours on 2 cores, resumable), under mpiexec
 #   validate  the models' side of the crystal properties and their κ(300 K), against GPAW's cache
@@ -29,7 +26,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 minutes=${MINUTES:-60}
-stage_minutes=${STAGE_MINUTES:-20}
 steps=${STEPS:-"data train mace gpaw validate cards ablations"}
 work=${WORK:-$here/work}
 mace_python=${MACE_PYTHON:-/work/venvs/mace/bin/python}
@@ -43,10 +39,6 @@ cd "$work"
 want() { [[ " $steps " == *" $1 "* ]]; }
 say() { echo "== $(date +%H:%M:%S) $*"; }
 models=(equiformer_v3-sige platonic-sige)
-stages() { ls "$root/examples/recipes/$1"/stage*.yaml | sort -V; }  # a model's recipe, in order
-out_of() { if [ "$2" = 1 ]; then echo "$1"; else echo "$1-stage$2"; fi; }  # model, stage: its folder
-final() { out_of "$1" "$(stages "$1" | wc -l)"; }                        # the folder of a model's last stage
-minutes_of() { echo $((minutes + ($(stages "$1" | wc -l) - 1) * stage_minutes)); }  # all its stages
 # MACE gets the loss our recipes use (Huber, δ 0.01 eV, the same form as MACE's own): with a squared loss the
 # compressed dimers' forces of tens of eV/Å drive the fit (examples/recipes/equiformer_v3-sige/README.md)
 mace_loss="--loss huber --huber_delta 0.01"
@@ -91,36 +83,29 @@ fi
 
 if want train; then
     for model in "${models[@]}"; do
-        k=0
-        for recipe in $(stages "$model"); do
-            k=$((k + 1))
-            out=$(out_of "$model" $k)
-            m=$minutes
-            [ $k = 1 ] || m=$stage_minutes
-            [ ! -f "$out/done" ] || continue
-            if [ -f "$out/train_state.safetensors" ]; then  # killed after an epoch: go on from there
-                say "train: $out, $m min, resumed"
+        if [ ! -f "$model/done" ]; then
+            if [ -f "$model/train_state.safetensors" ]; then  # killed after an epoch: go on from there
+                say "train: $model, $minutes min, resumed"
                 resume=(--resume)
             else
-                say "train: $out, $m min"
-                rm -rf "$out" "$out.log"
+                say "train: $model, $minutes min"
+                rm -rf "$model" "$model.log"
                 resume=()
             fi
-            OMP_NUM_THREADS=2 python "$root/examples/recipes/train_on_budget.py" "$recipe" --minutes "$m" \
-                --out-dir "$out" "${resume[@]}" | tee -a "$out.log"
-            touch "$out/done"
-        done
+            OMP_NUM_THREADS=2 python "$root/examples/recipes/train_on_budget.py" \
+                "$root/examples/recipes/$model/stage1.yaml" --minutes "$minutes" --out-dir "$model" \
+                "${resume[@]}" | tee -a "$model.log"
+            touch "$model/done"
+        fi
     done
 fi
 
 if want mace && [ ! -f mace/mace_baseline.json ]; then
-    mace_minutes=$(minutes_of "${models[0]}")
-    [ "$(minutes_of "${models[1]}")" = "$mace_minutes" ] || { echo "the models' stages differ in minutes" >&2; exit 1; }
-    say "mace: MACE $mace_minutes min, then errors and MD-step cost of all three"
+    say "mace: MACE $minutes min, then errors and MD-step cost of all three"
     python "$root/benchmarks/mace_baseline.py" --train sige-pbe-train.xyz --test sige-pbe-test.xyz \
-        --minutes "$mace_minutes" --mace-python "$mace_python" --md-cells si-ge --threads 2 --out mace \
+        --minutes "$minutes" --mace-python "$mace_python" --md-cells si-ge --threads 2 --out mace \
         --mace-extra="$mace_loss" \
-        --ours "$(final equiformer_v3-sige)/best.safetensors" --ours "$(final platonic-sige)/best.safetensors"
+        --ours equiformer_v3-sige/best.safetensors --ours platonic-sige/best.safetensors
 fi
 
 if want gpaw; then
@@ -134,35 +119,26 @@ if want validate && [ ! -f validation/dft_validation.json ]; then
     mkdir -p validation
     cp -r "$here/dft-validation/cache" validation/
     python "$root/benchmarks/dft_validation.py" --out validation --methods gpaw --cache-only gpaw \
-        --model "$(final equiformer_v3-sige)/best.safetensors" --model "$(final platonic-sige)/best.safetensors" \
+        --model equiformer_v3-sige/best.safetensors --model platonic-sige/best.safetensors \
         --elements Si Ge --properties "${properties[@]}" kappa --no-progress
 fi
 
 if want cards; then
     for model in "${models[@]}"; do
         say "cards: $model"
-        last=$(final "$model")
-        earlier=() commands=()
-        k=0
-        for recipe in $(stages "$model"); do
-            k=$((k + 1))
-            m=$minutes
-            [ $k = 1 ] || m=$stage_minutes
-            [ "$(out_of "$model" $k)" = "$last" ] || earlier+=("$work/$(out_of "$model" $k)")
-            commands+=(--train-command "python examples/recipes/train_on_budget.py ${recipe#"$root/"} --minutes $m")
-        done
-        (cd "$root" && python benchmarks/model_card.py "$work/$last" --name "$model" --out "$cards_out" \
+        recipe="examples/recipes/$model/stage1.yaml"
+        (cd "$root" && python benchmarks/model_card.py "$work/$model" --name "$model" --out "$cards_out" \
             --test "$work/sige-pbe-test.xyz" --test-command "mlip data split sige-pbe.xyz --seed 0" \
             --test-description "the test part of the Si–Ge PBE set: each config_type split 0.8 / 0.1 / 0.1" \
             --train-data-command "bash examples/datasets/sige-pbe/models.sh (STEPS=data)" \
-            ${earlier[@]+--earlier-stages "${earlier[@]}"} "${commands[@]}" \
+            --train-command "python examples/recipes/train_on_budget.py $recipe --minutes $minutes" \
             --train-threads "2 threads of a 2-core machine" --reference "GPAW PBE" \
             --domain "$(cat "$root/examples/recipes/$model/domain.txt")" \
             --targets 5 60 3.1 --speed-cells si-ge \
             --card-sample "$card_sample" \
-            --dft-validation "$work/validation/dft_validation.json" --dft-validation-method "$last-best" \
+            --dft-validation "$work/validation/dft_validation.json" --dft-validation-method "$model-best" \
             --dft-validation-command "STEPS=\"gpaw validate\" bash examples/datasets/sige-pbe/models.sh" \
-            --mace-baseline "$work/mace/mace_baseline.json" --mace-row "$last/best.safetensors" \
+            --mace-baseline "$work/mace/mace_baseline.json" --mace-row "$model/best.safetensors" \
             --mace-baseline-command "STEPS=mace bash examples/datasets/sige-pbe/models.sh")
     done
 fi
