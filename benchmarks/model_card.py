@@ -340,7 +340,7 @@ def dft_section(dft: dict | None) -> list:
                      f"| {aim} |")
     source = dft["literature"].get("kappa_300K_W_per_mK", {}).get("source")
     if source and any(row["key"].startswith("kappa.") for row in dft["properties"]):
-        lines += ["", *wrap(f"κ: no DFT third-order force constants here (too costly); the published range is "
+        lines += ["", *wrap(f"κ: no DFT third-order force constants here (too costly); the published range: "
                             f"{source}.")]
     return lines + [""]
 

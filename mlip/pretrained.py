@@ -15,6 +15,10 @@ All three reproduce ASE's EMT for Al, Cu, Ag, Au, Ni, Pd, Pt (bulk, surfaces, cl
 
 * ``equiformer_v3-chgnet``: EquiformerV3 distilled from CHGNet 0.3.0 for its 89 elements (H to Pu): it
   imitates a foundation potential, roughly (its card gives how far), and is not the default.
+* ``equiformer_v3-sige`` and ``platonic-sige``: the two transformers trained on the package's own GPAW PBE
+  data for silicon, germanium and their alloys (``examples/datasets/sige-pbe/``); the first models here of
+  a first-principles reference. ``platonic-sige`` ships averaged over the cosets of its tetrahedral group
+  in the icosahedral group (``average_over``).
 The registry also holds an *untrained* entry, ``platonic-untrained`` (fixed-seed random weights),
 labelled untrained everywhere it appears (name, a warning on load,
 ``potential.metadata["trained"] = False``); its energies are not physical.
@@ -40,6 +44,8 @@ TRAINED: Dict[str, str] = {
     "equiformer_v3-emt": "equiformer_v3-emt.safetensors",
     "embedded-atom-emt": "embedded-atom-emt.safetensors",
     "equiformer_v3-chgnet": "equiformer_v3-chgnet.safetensors",
+    "equiformer_v3-sige": "equiformer_v3-sige.safetensors",
+    "platonic-sige": "platonic-sige.safetensors",
 }
 
 #: name → create_model arguments of an untrained (randomly initialised, fixed seed) model
