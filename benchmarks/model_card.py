@@ -645,7 +645,7 @@ def main(argv=None) -> int:
     import shutil
 
     import mlip
-    from mlip.checkpoint import load_potential, save_potential
+    from mlip.checkpoint import load_potential, save_with_hyperparameters
     from mlip.data import read_dataset
     from mlip.training.evaluation import evaluate_groups
     from mlip.io import write_json
@@ -666,11 +666,7 @@ def main(argv=None) -> int:
             parser.error(f"--{key.replace('_', '-')}: the {potential.architecture} model has no {key}")
         # (a checkpoint older than the option has it too: load_potential fills in the legacy value)
         shipped_as[key] = {"shipped": value, "trained": potential.hyperparameters.get(key)}
-        potential.hyperparameters[key] = value
-        setattr(potential.model, key, value)
-        save_potential(potential, weights)
-        potential = load_potential(weights)
-        assert getattr(potential.model, key) == value
+        potential = save_with_hyperparameters(weights, weights, **{key: value})
     header = mlip.read_header(weights)
     meta = header["metadata"]
     history = json.loads((run / "metrics.json").read_text())

@@ -69,6 +69,22 @@ def save_potential(potential: Potential, path: Union[str, Path]) -> Path:
     return Path(path)
 
 
+def save_with_hyperparameters(source: Union[str, Path], target: Union[str, Path], **values) -> Potential:
+    """Copy the checkpoint ``source`` to ``target`` with hyperparameters that change how the same weights
+    are evaluated, not the weights (a Platonic model's ``orientation`` or ``average_over``); returns the
+    potential loaded back from ``target``. ValueError for a hyperparameter the model does not have."""
+    potential = load_potential(source)
+    for key, value in values.items():
+        if not hasattr(potential.model, key):
+            raise ValueError(f"{source}: the {potential.architecture} model has no hyperparameter {key!r}")
+        potential.hyperparameters[key] = value
+        setattr(potential.model, key, value)
+    save_potential(potential, target)
+    potential = load_potential(target)
+    assert all(getattr(potential.model, key) == value for key, value in values.items())
+    return potential
+
+
 def read_header(path: Union[str, Path]) -> dict:
     """Read and validate the JSON header of a checkpoint without loading weights."""
     from safetensors import safe_open

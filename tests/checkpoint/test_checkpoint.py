@@ -9,7 +9,7 @@ import torch
 from ase.build import bulk
 
 import mlip
-from mlip.checkpoint import CheckpointError, read_header, save_potential
+from mlip.checkpoint import CheckpointError, read_header, save_potential, save_with_hyperparameters
 from mlip.models import create_model
 
 from mlip.testing import build_potential
@@ -53,6 +53,25 @@ def test_header_contents(tmp_path):
     assert h["package_version"] == mlip.__version__
     assert h["num_parameters"] == potential.num_parameters()
     assert h["hyperparameters"]["group"] == "tetrahedral"
+
+
+def test_save_with_hyperparameters_evaluates_the_same_weights_another_way(tmp_path):
+    """A Platonic model saved with ``average_over`` has the trained weights and the energy of a model made
+    with that option from the start; a hyperparameter the model lacks is refused, naming it."""
+    trained = build_potential("platonic-softmax")
+    source = save_potential(trained, tmp_path / "trained.safetensors")
+    shipped = save_with_hyperparameters(source, tmp_path / "shipped.safetensors", average_over="icosahedral")
+    assert read_header(tmp_path / "shipped.safetensors")["hyperparameters"]["average_over"] == "icosahedral"
+    for (k, a), (k2, b) in zip(trained.state_dict().items(), shipped.state_dict().items()):
+        assert k == k2 and torch.equal(a.double(), b.double()), k
+    trained.model.average_over = "icosahedral"  # the same weights, averaged
+    e_shipped, f_shipped, _ = energy_forces(shipped, "float64")
+    e_direct, f_direct, _ = energy_forces(trained, "float64")
+    assert e_shipped == pytest.approx(e_direct, abs=1e-9) and np.allclose(f_shipped, f_direct, atol=1e-9)
+    trained.model.average_over = None
+    assert abs(energy_forces(trained, "float64")[0] - e_shipped) > 1e-6  # averaging changes the energy
+    with pytest.raises(ValueError, match="no hyperparameter 'group_size'"):
+        save_with_hyperparameters(source, tmp_path / "bad.safetensors", group_size=3)
 
 
 def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path):

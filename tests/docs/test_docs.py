@@ -257,7 +257,7 @@ def test_discovery_scores_match_the_model_card(card_path):
     if "mini_discovery" not in card:
         # only a model of other elements than the miniature benchmark's may lack it (the Si–Ge models)
         species = set(card["training_config"]["model"]["species"])
-        assert not species >= set(EMT_ELEMENTS), f"the card of {card['name']} has no miniature-discovery result"
+        assert not species >= set(EMT_ELEMENTS), f"the card of {card['name']} lacks the miniature discovery"
         assert f"`{card['name']}` scores F1" not in " ".join(BENCHMARKS_DOC.read_text(encoding="utf-8").split())
         return
     text = " ".join(BENCHMARKS_DOC.read_text(encoding="utf-8").split())

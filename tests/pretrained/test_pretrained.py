@@ -70,7 +70,8 @@ def test_shipped_calculator_by_name(name):
     calc = mlip.load_calculator(name, dtype="float64")
     species = calc.potential.species
     # Cu where the model knows it (the EMT models, the CHGNet student), else its first element's crystal
-    atoms = (bulk("Cu", "fcc", a=3.6, cubic=True) if "Cu" in species else bulk(species[0], cubic=True)).repeat(2)
+    cell = bulk("Cu", "fcc", a=3.6, cubic=True) if "Cu" in species else bulk(species[0], cubic=True)
+    atoms = cell.repeat(2)
     atoms.rattle(0.02, seed=0)
     atoms.calc = calc
     e, f = atoms.get_potential_energy(), atoms.get_forces()
