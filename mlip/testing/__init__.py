@@ -62,6 +62,7 @@ __all__ = [
     "check_rotation_invariance", "check_save_load", "check_short_range_repulsion",
     "check_small_cell_images", "check_smooth_scan", "check_stress_finite_difference",
     "check_stress_tensor", "check_translation_invariance", "cluster_with_probe", "dimer_curve",
-    "emt_cells", "emt_isolated_atom", "far_molecule", "random_rotations", "rotation_about_y", "run_cli", "script_module", "slab",
+    "emt_cells", "emt_isolated_atom", "far_molecule", "random_rotations", "rotation_about_y", "run_cli",
+    "script_module", "slab",
     "small_fcc_cell", "small_pair_cell", "triclinic_crystal", "validate_outputs",
 ]

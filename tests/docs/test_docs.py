@@ -254,13 +254,13 @@ def test_discovery_scores_match_the_model_card(card_path):
     """``docs/benchmarks.md``'s summary of the miniature Matbench Discovery ("`NAME` scores F1 …, hull-distance
     MAE … meV/atom") quotes the card's F1 to three decimals and its MAE to 0.1 meV/atom."""
     card = json.loads(card_path.read_text())
+    text = " ".join(BENCHMARKS_DOC.read_text(encoding="utf-8").split())
     if "mini_discovery" not in card:
         # only a model of other elements than the miniature benchmark's may lack it (the Si–Ge models)
         species = set(card["training_config"]["model"]["species"])
         assert not species >= set(EMT_ELEMENTS), f"the card of {card['name']} lacks the miniature discovery"
-        assert f"`{card['name']}` scores F1" not in " ".join(BENCHMARKS_DOC.read_text(encoding="utf-8").split())
+        assert f"`{card['name']}` scores F1" not in text
         return
-    text = " ".join(BENCHMARKS_DOC.read_text(encoding="utf-8").split())
     found = re.search(rf"`{re.escape(card['name'])}` (?:scores )?F1 (\d\.\d+), (?:hull-distance )?MAE "
                       r"(\d+(?:\.\d+)?) meV/atom", text)
     assert found, f"docs/benchmarks.md does not give {card['name']}'s miniature-discovery F1 and MAE"

@@ -423,8 +423,9 @@ def test_init_embedded_atom_from_starts_at_the_fitted_terms_energies(tmp_path, s
     and references copied, its final readout zeroed); with a learning rate, that readout then trains."""
     log = arch == "equiformer_v3"  # one transformer takes the term with logarithmic densities, one without
     term = dict(name="embedded_atom", species=["Cu", "Au"], cutoff=4.0, log_densities=log)
+    isolated = [emt_isolated_atom("Cu"), emt_isolated_atom("Au")]
     first = train(config(tmp_path, "term", epochs=1, model=term, reference_energies="isolated_atoms"),
-                  samples[:16] + [emt_isolated_atom("Cu"), emt_isolated_atom("Au")], samples[32:], progress=False)
+                  samples[:16] + isolated, samples[32:], progress=False)
     model = dict(GROW_MODELS[arch], terms={"embedded_atom": {"log_densities": log}})
     start = train(config(tmp_path, "start", epochs=1, model=model, init_embedded_atom_from=str(first.last),
                          optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:8], samples[32:], progress=False)
