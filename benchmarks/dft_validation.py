@@ -481,7 +481,8 @@ def prop_phonons(ctx: Context, element: str) -> Dict[str, Any]:
             "segments": [list(s) for s in result.band_segments],
             "qpoints": [q for q in result.band_qpoints], "distances_inv_A": result.band_distances,
             "frequencies_THz": result.band_frequencies, "max_frequency_THz": float(frequencies.max()),
-            "lowest_frequency_THz": result.lowest_frequency}
+            "lowest_frequency_THz": result.lowest_frequency,
+            "residual_force_max_eV_per_A": result.residual_force_max}
 
 
 def prop_vacancy(ctx: Context, element: str) -> Dict[str, Any]:

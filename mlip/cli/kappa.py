@@ -25,6 +25,7 @@ def _kappa_kwargs(args) -> dict:
         relax=not args.no_relax,
         fmax=args.fmax,
         relax_steps=args.relax_steps,
+        subtract_residual_forces=not args.keep_residual_forces,
     )
 
 
@@ -62,6 +63,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--fmax", type=positive_float, default=1e-4,
                    help="relaxation threshold, eV/Å (default: %(default)s)")
     p.add_argument("--relax-steps", type=nonneg_int, default=300, help="default: %(default)s")
+    p.add_argument("--keep-residual-forces", action="store_true",
+                   help="keep the forces on the undisplaced supercell in the force constants (default: "
+                        "subtract them, as phonopy's --fz; a change only for models not exactly invariant)")
     p.add_argument("--out-dir", default="kappa", help="results and resumable caches (default: %(default)s)")
     p.add_argument("--batch", action="store_true",
                    help="STRUCTURE is a file of many crystals (sharded, resumable)")

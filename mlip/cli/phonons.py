@@ -34,6 +34,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--fmax", type=positive_float, default=1e-4,
                    help="relaxation threshold, eV/Å (default: %(default)s)")
     p.add_argument("--relax-steps", type=nonneg_int, default=300, help="default: %(default)s")
+    p.add_argument("--keep-residual-forces", action="store_true",
+                   help="keep the forces on the undisplaced supercell in the force constants (default: "
+                        "subtract them, as phonopy's --fz; a change only for models not exactly invariant)")
     p.add_argument("--tmin", type=nonneg_float, default=0.0, help="K (default: %(default)s)")
     p.add_argument("--tmax", type=nonneg_float, default=1000.0, help="K (default: %(default)s)")
     p.add_argument("--tstep", type=positive_float, default=10.0, help="K (default: %(default)s)")
@@ -62,6 +65,7 @@ def run(args) -> int:
         temperatures=(args.tmin, args.tmax, args.tstep),
         min_width=args.min_width,
         imaginary_tol=args.imaginary_tol,
+        subtract_residual_forces=not args.keep_residual_forces,
         out_dir=out_dir,
         progress=not args.no_progress,
     )
@@ -79,6 +83,9 @@ def run(args) -> int:
         print(f"relaxation: {'converged' if r['converged'] else 'NOT converged'} in {r['n_steps']} steps; "
               f"space group {r['spacegroup_initial']} -> {r['spacegroup_final']}"
               + (" (SYMMETRY BROKEN)" if r["symmetry_broken"] else ""))
+    if result.residual_force_max is not None:
+        print(f"forces on the undisplaced supercell: at most {result.residual_force_max:.2g} eV/Å "
+              "(subtracted)")
     print(f"lowest frequency {result.lowest_frequency:.4f} THz"
           + ("  -> IMAGINARY MODES (dynamically unstable)" if result.has_imaginary_modes else ""))
     t = result.temperatures

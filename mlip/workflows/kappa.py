@@ -16,7 +16,9 @@ The workflow (:func:`run_kappa`), by default the κ protocol of Matbench Discove
 2. phono3py with the fc2 and fc3 supercells (taken from ``atoms.info["fc2_supercell"]`` /
    ``["fc3_supercell"]`` as in the PhononDB structures file of Matbench Discovery, else given,
    else chosen by :func:`suggest_supercell`), displacements of 0.03 Å, forces in float64 one
-   displaced supercell at a time (resumable through ``out_dir``), symmetrised fc2 and fc3;
+   displaced supercell at a time (resumable through ``out_dir``), less the forces on the undisplaced
+   supercells (phonopy's ``--fz``: zero for an exactly invariant model, so the protocol's numbers
+   stay; not zero for an approximately invariant one), symmetrised fc2 and fc3;
 3. harmonic frequencies on the q-mesh (``atoms.info["q_point_mesh"]``, else 20³): imaginary modes
    stop the workflow *before* the (expensive) fc3 forces; the result says so;
 4. conductivity at 300 K by the Wigner transport equation in the relaxation-time approximation
@@ -191,6 +193,7 @@ def run_kappa(
     progress: bool = True,
     raise_errors: bool = False,
     log: Optional[Callable[[str], None]] = None,
+    subtract_residual_forces: bool = True,
 ) -> KappaResult:
     """Lattice thermal conductivity of a crystal (Matbench Discovery's κ protocol by default).
 
@@ -230,6 +233,12 @@ def run_kappa(
             instead of returning a ``"failed"`` result.
         log: called with one line as each stage (relax, fc2, fc3, conductivity) starts, e.g.
             ``print`` for the logs of runs without progress bars.
+        subtract_residual_forces: subtract the forces on the undisplaced fc2 and fc3 supercells
+            from their displaced ones' (phonopy's ``--fz``,
+            :func:`mlip.workflows.displacement_forces.subtract_residual_forces`; one more evaluation
+            each). Nothing changes for an exactly invariant model in a symmetric crystal; for a
+            model invariant only approximately it removes an error of F₀/``displacement`` from the
+            force constants.
 
     Returns:
         :class:`KappaResult` (also saved to ``out_dir`` when given).
@@ -275,6 +284,7 @@ def run_kappa(
         "check_supercells": bool(check_supercells),
         "gamma_acoustic_tolerance_THz": GAMMA_ACOUSTIC_TOLERANCE,
         "model_cutoff_A": cutoff,
+        "subtract_residual_forces": bool(subtract_residual_forces),
     }
     model = describe_model(calc, calculator if isinstance(calculator, (str, os.PathLike)) else None)
     result = KappaResult(atoms=unit, model=model, settings=settings, method=method, mesh=mesh_list,
@@ -289,7 +299,8 @@ def run_kappa(
         _run_stages(result, calc, cache, progress=progress, relax=relax, fmax=fmax, relax_steps=relax_steps,
                     symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, displacement=displacement,
                     isotopes=isotopes, boundary_mfp=boundary_mfp,
-                    stop_on_broken_symmetry=stop_on_broken_symmetry, log=log or (lambda line: None))
+                    stop_on_broken_symmetry=stop_on_broken_symmetry, log=log or (lambda line: None),
+                    subtract_residual=subtract_residual_forces)
     except Exception as err:  # recorded as a failed material; KeyboardInterrupt passes through
         stage = result.failed_stage or "relax"
         if raise_errors or _is_cache_error(err):
@@ -365,7 +376,7 @@ def _displaced(n: int) -> str:
 
 def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, relax, fmax, relax_steps,
                 symprec, fix_symmetry_symprec, displacement, isotopes, boundary_mfp,
-                stop_on_broken_symmetry, log: Callable[[str], None]) -> None:
+                stop_on_broken_symmetry, log: Callable[[str], None], subtract_residual: bool) -> None:
     """Relaxation, fc2, imaginary-mode check, fc3 and conductivity, filling ``result`` in place
     (``result.failed_stage`` tracks the stage in case of an exception)."""
     result.failed_stage = "relax"
@@ -377,14 +388,14 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     result.failed_stage = "fc2"
     ph3 = _phono3py(result, symprec, displacement)
     t0 = time.perf_counter()
-    _fc2_stage(result, ph3, calc, cache, progress, log)
+    _fc2_stage(result, ph3, calc, cache, progress, log, subtract_residual)
     result.timings["fc2"] = time.perf_counter() - t0
     if result.imaginary_modes or (result.symmetry_broken and stop_on_broken_symmetry):
         return
 
     result.failed_stage = "fc3"
     t0 = time.perf_counter()
-    _fc3_stage(result, ph3, calc, cache, progress, log)
+    _fc3_stage(result, ph3, calc, cache, progress, log, subtract_residual)
     result.timings["fc3"] = time.perf_counter() - t0
 
     result.failed_stage = "conductivity"
@@ -449,10 +460,11 @@ def _phono3py(result: KappaResult, symprec: float, displacement: float):
 
 
 def _fc2_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: bool,
-               log: Callable[[str], None]) -> None:
-    """fc2 from the forces of the displaced fc2 supercells (resumable through ``cache/fc2``), the
-    harmonic frequencies on the q-mesh and the imaginary-mode check."""
-    from mlip.workflows.displacement_forces import displacement_forces
+               log: Callable[[str], None], subtract_residual: bool) -> None:
+    """fc2 from the forces of the displaced fc2 supercells (resumable through ``cache/fc2``; less
+    those of the undisplaced one, ``cache/fc2-perfect``, when ``subtract_residual``), the harmonic
+    frequencies on the q-mesh and the imaginary-mode check."""
+    from mlip.workflows.displacement_forces import displacement_forces, subtract_residual_forces
     from mlip.workflows.phonopy_utils import to_ase_atoms
 
     fc2_structures = [to_ase_atoms(s) for s in ph3.phonon_supercells_with_displacements]
@@ -460,6 +472,10 @@ def _fc2_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
     log(f"stage fc2: forces of {_displaced(len(fc2_structures))} ({len(ph3.phonon_supercell)} atoms each)")
     forces = displacement_forces(fc2_structures, calc, cache_dir=None if cache is None else cache / "fc2",
                                  label="fc2", progress=progress)
+    if subtract_residual:
+        forces, result.residual_force_max_fc2 = subtract_residual_forces(
+            forces, to_ase_atoms(ph3.phonon_supercell), calc,
+            None if cache is None else cache / "fc2-perfect")
     ph3.phonon_forces = np.array(forces, dtype=float)
     ph3.produce_fc2()
     ph3.symmetrize_fc2()
@@ -473,10 +489,11 @@ def _fc2_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
 
 
 def _fc3_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: bool,
-               log: Callable[[str], None]) -> None:
-    """fc3 from the forces of the displaced fc3 supercells (resumable through ``cache/fc3``;
-    pairs phono3py skips as too far apart carry zero forces)."""
-    from mlip.workflows.displacement_forces import displacement_forces
+               log: Callable[[str], None], subtract_residual: bool) -> None:
+    """fc3 from the forces of the displaced fc3 supercells (resumable through ``cache/fc3``; less
+    those of the undisplaced one, ``cache/fc3-perfect``, when ``subtract_residual``; pairs phono3py
+    skips as too far apart carry zero forces)."""
+    from mlip.workflows.displacement_forces import displacement_forces, subtract_residual_forces
     from mlip.workflows.phonopy_utils import to_ase_atoms
 
     fc3_structures = [None if s is None else to_ase_atoms(s) for s in ph3.supercells_with_displacements]
@@ -486,6 +503,9 @@ def _fc3_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
     computed = displacement_forces([fc3_structures[k] for k in present], calc,
                                    cache_dir=None if cache is None else cache / "fc3", label="fc3",
                                    progress=progress)
+    if subtract_residual:
+        computed, result.residual_force_max_fc3 = subtract_residual_forces(
+            computed, to_ase_atoms(ph3.supercell), calc, None if cache is None else cache / "fc3-perfect")
     n_super = len(ph3.supercell)
     fc3_forces = np.zeros((len(fc3_structures), n_super, 3))
     for k, f in zip(present, computed):

@@ -75,6 +75,9 @@ class KappaResult:
         fc2_supercell, fc3_supercell: [3, 3] integer matrices.
         fc2_widths, fc3_widths: perpendicular widths [3] of the (Minkowski-reduced) supercells (Å).
         n_displacements_fc2, n_displacements_fc3: displaced supercells (fc3: 0 when not reached).
+        residual_force_max_fc2, residual_force_max_fc3: the largest force (eV/Å) on the undisplaced
+            supercell, subtracted from the displaced ones' forces; None when not subtracted (or
+            not reached).
         lowest_frequency: lowest harmonic frequency on the q-mesh (THz; negative: imaginary).
         method: ``"wigner"``, ``"rta"`` or ``"lbte"``.
         mesh: q-mesh [3].
@@ -117,6 +120,8 @@ class KappaResult:
     fc3_widths: Optional[np.ndarray] = None
     n_displacements_fc2: int = 0
     n_displacements_fc3: int = 0
+    residual_force_max_fc2: Optional[float] = None
+    residual_force_max_fc3: Optional[float] = None
     lowest_frequency: Optional[float] = None
     method: str = "wigner"
     mesh: Optional[List[int]] = None
@@ -213,11 +218,11 @@ class KappaResult:
                 },
             }
 
-        def supercell(matrix, widths, n_disp):
+        def supercell(matrix, widths, n_disp, residual):
             if matrix is None:
                 return None
             return {"matrix": matrix, "n_atoms": round(abs(np.linalg.det(matrix))) * len(self.atoms),
-                    "widths_A": widths, "n_displacements": n_disp}
+                    "widths_A": widths, "n_displacements": n_disp, "residual_force_max_eV_per_A": residual}
 
         return jsonable({
             "format": FORMAT,
@@ -236,8 +241,10 @@ class KappaResult:
             "n_atoms_primitive": self.n_atoms_primitive,
             "relaxation": self.relaxation,
             "supercells": {
-                "fc2": supercell(self.fc2_supercell, self.fc2_widths, self.n_displacements_fc2),
-                "fc3": supercell(self.fc3_supercell, self.fc3_widths, self.n_displacements_fc3),
+                "fc2": supercell(self.fc2_supercell, self.fc2_widths, self.n_displacements_fc2,
+                                 self.residual_force_max_fc2),
+                "fc3": supercell(self.fc3_supercell, self.fc3_widths, self.n_displacements_fc3,
+                                 self.residual_force_max_fc3),
             },
             "lowest_frequency_THz": self.lowest_frequency,
             "conductivity": conductivity,
@@ -274,6 +281,8 @@ class KappaResult:
             fc3_widths=_array(fc3.get("widths_A")),
             n_displacements_fc2=int(fc2.get("n_displacements") or 0),
             n_displacements_fc3=int(fc3.get("n_displacements") or 0),
+            residual_force_max_fc2=fc2.get("residual_force_max_eV_per_A"),
+            residual_force_max_fc3=fc3.get("residual_force_max_eV_per_A"),
             lowest_frequency=data.get("lowest_frequency_THz"),
             method=cond.get("method", data.get("settings", {}).get("method", "wigner")),
             mesh=cond.get("mesh", data.get("settings", {}).get("mesh")),

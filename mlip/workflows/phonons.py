@@ -14,7 +14,9 @@ The workflow (:func:`run_phonons`):
    protocol); the space group before and after is recorded;
 2. finite displacements in a supercell (phonopy, default 0.01 Å), forces evaluated one supercell
    at a time in float64 by :func:`mlip.workflows.displacement_forces.displacement_forces`
-   (resumable through ``out_dir``), symmetrised force constants;
+   (resumable through ``out_dir``), minus the forces on the undisplaced supercell (phonopy's
+   ``--fz``, :func:`~mlip.workflows.displacement_forces.subtract_residual_forces`), symmetrised
+   force constants;
 3. band structure along the standard Setyawan–Curtarolo path of the primitive cell (ASE's
    ``Cell.bandpath``, dependency-free), DOS on a q-mesh (tetrahedron method), thermal properties
    (Helmholtz free energy, entropy, heat capacity at constant volume), and a check for imaginary
@@ -89,6 +91,8 @@ class PhononResult:
         supercell_widths: perpendicular widths of the supercell [3] (Å).
         n_supercell_atoms: atoms in the supercell.
         n_displacements: displaced supercells whose forces were evaluated.
+        residual_force_max: the largest force (eV/Å) on the undisplaced supercell, subtracted from
+            the displaced ones' forces; None when ``subtract_residual_forces`` was off.
         band_path: the path in ASE notation (``"GXWKGLUWLK,UX"``; a comma is a jump).
         band_segments: one ``(start, end)`` label pair per straight segment (``"Γ"`` for G).
         band_qpoints: per segment, q-points [n_k, 3] in reduced coordinates of the primitive
@@ -142,6 +146,7 @@ class PhononResult:
     lowest_frequency_qpoint: List[float]
     imaginary_tol: float
     relaxation: Optional[Dict[str, Any]] = None
+    residual_force_max: Optional[float] = None
     settings: Dict[str, Any] = field(default_factory=dict)
     model: str = ""
     phonopy: Any = field(default=None, repr=False, compare=False)
@@ -219,6 +224,7 @@ class PhononResult:
                 "n_atoms": self.n_supercell_atoms,
                 "perpendicular_widths_A": self.supercell_widths,
                 "n_displacements": self.n_displacements,
+                "residual_force_max_eV_per_A": self.residual_force_max,
             },
             "band_structure": {
                 "path": self.band_path,
@@ -365,6 +371,7 @@ def run_phonons(
     out_dir: Union[str, os.PathLike, None] = None,
     progress: bool = True,
     min_width: float = DEFAULT_MIN_WIDTH,
+    subtract_residual_forces: bool = True,
 ) -> PhononResult:
     """Harmonic phonons of a crystal: band structure, DOS, thermal properties, imaginary modes.
 
@@ -400,6 +407,11 @@ def run_phonons(
             supercells is refused (use another folder, or delete ``cache/``).
         progress: progress bars for the relaxation and the displaced-supercell forces.
         min_width: lower bound (Å) on the perpendicular widths of the default supercell.
+        subtract_residual_forces: subtract the forces on the undisplaced supercell from the
+            displaced ones' (phonopy's ``--fz``; one more evaluation). They vanish for an exactly
+            invariant model in a symmetric crystal, so this changes nothing there; for a model
+            invariant only approximately it removes an error of F₀/``displacement`` from the force
+            constants.
 
     Raises:
         ValueError: non-periodic or empty structure, bad supercell (malformed, singular,
@@ -437,6 +449,7 @@ def run_phonons(
         "band_npoints": band_npoints,
         "imaginary_tol_THz": float(imaginary_tol),
         "model_cutoff_A": cutoff,
+        "subtract_residual_forces": bool(subtract_residual_forces),
     }
     cache = Path(out_dir) / "cache" if out_dir is not None else None
     if cache is not None:
@@ -457,8 +470,8 @@ def run_phonons(
             _warn_if_unsound(relaxation, fmax, relax_steps)
 
     matrix = _supercell_matrix(unit, matrix, cutoff, min_width)
-    ph, n_displacements = _force_constants(phonopy_module, unit, matrix, displacement, symprec, calc, cache,
-                                           progress)
+    ph, n_displacements, residual = _force_constants(phonopy_module, unit, matrix, displacement, symprec,
+                                                     calc, cache, progress, subtract_residual_forces)
     primitive = to_ase_atoms(ph.primitive)
     band = _band_structure(ph, primitive, band_npoints)
     thermal = _mesh_and_thermal_properties(ph, mesh_arg, t_min, t_max, t_step, len(unit) / len(primitive))
@@ -491,6 +504,7 @@ def run_phonons(
         lowest_frequency_qpoint=[float(x) for x in low_q],
         imaginary_tol=float(imaginary_tol),
         relaxation=relaxation,
+        residual_force_max=residual,
         settings=settings,
         model=describe_model(calc, calculator if isinstance(calculator, (str, os.PathLike)) else None),
         phonopy=ph,
@@ -555,10 +569,12 @@ def _widths(matrix: np.ndarray, unit: Atoms) -> np.ndarray:
 
 
 def _force_constants(phonopy_module, unit: Atoms, matrix: np.ndarray, displacement: float, symprec: float,
-                     calc, cache: Optional[Path], progress: bool):
+                     calc, cache: Optional[Path], progress: bool, subtract_residual: bool):
     """Symmetrised force constants from the forces of the displaced supercells (resumable through
-    ``cache/fc2``); returns (the Phonopy object, number of displaced supercells)."""
-    from mlip.workflows.displacement_forces import displacement_forces
+    ``cache/fc2``), less those of the undisplaced one (``cache/fc2-perfect``) when
+    ``subtract_residual``; returns (the Phonopy object, number of displaced supercells, the largest
+    residual force or None)."""
+    from mlip.workflows.displacement_forces import displacement_forces, subtract_residual_forces
     from mlip.workflows.phonopy_utils import to_ase_atoms, to_phonopy_atoms
 
     with warnings.catch_warnings():
@@ -570,10 +586,14 @@ def _force_constants(phonopy_module, unit: Atoms, matrix: np.ndarray, displaceme
     displaced = [to_ase_atoms(s) for s in ph.supercells_with_displacements]
     forces = displacement_forces(displaced, calc, cache_dir=None if cache is None else cache / "fc2",
                                  label="fc2", progress=progress)
+    residual = None
+    if subtract_residual:
+        forces, residual = subtract_residual_forces(forces, to_ase_atoms(ph.supercell), calc,
+                                                    None if cache is None else cache / "fc2-perfect")
     ph.forces = np.array(forces, dtype=float)
     ph.produce_force_constants()
     ph.symmetrize_force_constants()
-    return ph, len(displaced)
+    return ph, len(displaced), residual
 
 
 def _mesh_and_thermal_properties(ph, mesh_arg, t_min: float, t_max: float, t_step: float,

@@ -53,7 +53,8 @@ def cu_conventional() -> Atoms:
 
 # ----------------------------------------------------------------------------- independent reference
 def direct_phono3py(atoms: Atoms, supercell: int, mesh: int):
-    """A minimal phono3py run written without any mlip code: EMT forces, fc2/fc3 symmetrised."""
+    """A minimal phono3py run written without any mlip code: EMT forces less those of the undisplaced
+    supercell (phonopy's --fz, as the workflow does), fc2/fc3 symmetrised."""
     from phono3py import Phono3py
     from phonopy.structure.atoms import PhonopyAtoms
 
@@ -67,16 +68,16 @@ def direct_phono3py(atoms: Atoms, supercell: int, mesh: int):
     ph3.mesh_numbers = [mesh] * 3
     ph3.generate_displacements(distance=0.03)
 
-    def forces(cells):
+    def forces(cells, perfect):
         out = []
-        for cell in cells:
+        for cell in [perfect, *cells]:
             a = Atoms(cell.symbols, cell=cell.cell, scaled_positions=cell.scaled_positions, pbc=True)
             a.calc = EMT()
             out.append(a.get_forces())
-        return np.array(out)
+        return np.array(out[1:]) - out[0]
 
-    ph3.phonon_forces = forces(ph3.phonon_supercells_with_displacements)
-    ph3.forces = forces(ph3.supercells_with_displacements)
+    ph3.phonon_forces = forces(ph3.phonon_supercells_with_displacements, ph3.phonon_supercell)
+    ph3.forces = forces(ph3.supercells_with_displacements, ph3.supercell)
     ph3.produce_fc2()
     ph3.symmetrize_fc2()
     ph3.produce_fc3()
@@ -116,6 +117,26 @@ class CountingEMT(Calculator):
         energy = a.get_potential_energy()
         self.results = {"energy": energy, "free_energy": energy, "forces": a.get_forces(),
                         "stress": a.get_stress()}
+
+
+class OffsetEMT(Calculator):
+    """EMT plus a fixed force on each atom, the same in every structure of a size: the residual forces
+    of a model that is invariant only approximately, on top of force constants that are EMT's."""
+
+    implemented_properties = ["energy", "free_energy", "forces", "stress"]
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+        super().calculate(atoms, properties, system_changes)
+        a = Atoms(self.atoms.numbers, positions=self.atoms.positions, cell=self.atoms.cell,
+                  pbc=self.atoms.pbc)
+        a.calc = EMT()
+        energy = a.get_potential_energy()
+        self.results = {"energy": energy, "free_energy": energy,
+                        "forces": a.get_forces() + self.offset(len(a)), "stress": a.get_stress()}
+
+    @staticmethod
+    def offset(n_atoms: int) -> np.ndarray:
+        return np.random.default_rng(n_atoms).normal(scale=0.03, size=(n_atoms, 3))
 
 
 @pytest.fixture(scope="module")
@@ -281,22 +302,25 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
     kwargs = dict(fc2_supercell=2, fc3_supercell=2, mesh=7, progress=False)
     killed = CountingEMT(fail_at_supercell=20)
     first = run_kappa(atoms, killed, out_dir=tmp_path, **kwargs)
-    # 38 displaced supercells: 1 for fc2, 37 for fc3; the 21st supercell call "died".
+    # 38 displaced supercells: 1 for fc2, 37 for fc3, and the undisplaced supercell after each set
+    # (its forces are subtracted); the 21st supercell call "died".
     assert first.status == "failed" and first.failed_stage == "fc3" and "simulated kill" in first.error
     assert killed.supercell_calls == 20 and killed.unit_calls > 0  # the relaxation ran
     assert json.loads((tmp_path / "kappa.json").read_text())["status"] == "failed"
-    n_fc2 = len(list((tmp_path / "cache" / "fc2").glob("forces_*.npy")))
-    n_fc3 = len(list((tmp_path / "cache" / "fc3").glob("forces_*.npy")))
-    # 20 calls gave 21 results: the first fc3 supercell equals the fc2 one (same displacement), and
-    # ASE's calculator cache answers it without a call.
-    assert (n_fc2, n_fc3) == (1, 20)
+    cache = tmp_path / "cache"
+    n_fc2, n_fc3, n_perfect = (len(list((cache / name).glob("forces_*.npy")))
+                               for name in ("fc2", "fc3", "fc2-perfect"))
+    # the fc2 displacement, its undisplaced supercell, then 18 of fc3's
+    assert (n_fc2, n_perfect, n_fc3) == (1, 1, 18)
 
     rerun = CountingEMT()
     second = run_kappa(atoms, rerun, out_dir=tmp_path, **kwargs)
     assert second.status == "ok"
     assert rerun.unit_calls == 0  # the relaxed structure was reused
-    assert rerun.supercell_calls == 38 - n_fc2 - n_fc3  # only the unfinished supercells
+    assert rerun.supercell_calls == 37 - n_fc3 + 1  # only the unfinished supercells and fc3's undisplaced one
     assert second.n_displacements_fc2 + second.n_displacements_fc3 == 38
+    # EMT is exactly invariant: the undisplaced supercells carry no forces
+    assert second.residual_force_max_fc2 < 1e-10 and second.residual_force_max_fc3 < 1e-10
 
     uninterrupted = run_kappa(atoms, EMT(), **kwargs)
     np.testing.assert_allclose(second.kappa, uninterrupted.kappa, rtol=1e-12)
@@ -315,6 +339,26 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
         run_kappa(atoms, EMT(), out_dir=tmp_path, **kwargs)
 
 
+def test_residual_forces_are_subtracted_from_fc2_and_fc3():
+    """Forces on the undisplaced supercells are subtracted (phonopy's --fz): EMT with a fixed force
+    added on every atom gives EMT's fc2 and fc3, and the largest added force is reported for both sets.
+    (The force constants are the exact check: on a 5³ mesh phono3py's linewidths, and κ by about 2 %,
+    move with force noise of 1e-12 eV/Å.)"""
+    kwargs = dict(fc2_supercell=2, fc3_supercell=2, mesh=5, relax=False, progress=False, raise_errors=True)
+    exact = run_kappa(cu_conventional(), EMT(), **kwargs)
+    offset = run_kappa(cu_conventional(), OffsetEMT(), **kwargs)
+    added = np.linalg.norm(OffsetEMT.offset(32), axis=1).max()
+    assert offset.residual_force_max_fc2 == pytest.approx(added, rel=1e-12)
+    assert offset.residual_force_max_fc3 == pytest.approx(added, rel=1e-12)
+    assert exact.residual_force_max_fc2 < 1e-10 and exact.residual_force_max_fc3 < 1e-10
+    np.testing.assert_allclose(offset.phono3py.fc2, exact.phono3py.fc2, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(offset.phono3py.fc3, exact.phono3py.fc3, rtol=0, atol=1e-10)
+    kept = run_kappa(cu_conventional(), OffsetEMT(), subtract_residual_forces=False, **kwargs)
+    assert np.abs(kept.phono3py.fc2 - exact.phono3py.fc2).max() > 0.1  # eV/Å²
+    assert kept.residual_force_max_fc2 is None and kept.residual_force_max_fc3 is None
+    assert offset.settings["subtract_residual_forces"] is True
+
+
 # ----------------------------------------------------------------------------- imaginary modes
 def test_dynamically_unstable_structure_stops_before_fc3(wigner11):
     """bcc Cu is dynamically unstable with EMT (as with DFT): imaginary modes, no fc3."""
@@ -326,7 +370,7 @@ def test_dynamically_unstable_structure_stops_before_fc3(wigner11):
                   progress=False, raise_errors=True)
     assert r.status == "imaginary_modes" and r.imaginary_modes and not r.failed
     assert r.kappa is None and r.mode_kappa is None and r.n_displacements_fc3 == 0
-    assert calc.supercell_calls == r.n_displacements_fc2 == 1  # fc2 only
+    assert calc.supercell_calls == r.n_displacements_fc2 + 1 == 2  # fc2 and its undisplaced supercell only
     assert r.lowest_frequency < -0.5  # THz: far beyond numerical noise
 
     # Independent check with phonopy on the same relaxed cell: the same lowest frequency on the mesh.
@@ -386,7 +430,7 @@ def test_broken_symmetry_stops_before_fc3_and_scores_two(monkeypatch, wigner11):
     kwargs = dict(fc2_supercell=2, fc3_supercell=2, mesh=5, progress=False, raise_errors=True)
     r = run_kappa(cu_conventional(), calc, **kwargs)
     assert r.status == "symmetry_broken" and r.symmetry_broken and r.imaginary_modes is False
-    assert r.kappa is None and r.n_displacements_fc3 == 0 and calc.supercell_calls == 1
+    assert r.kappa is None and r.n_displacements_fc3 == 0 and calc.supercell_calls == 2  # fc2 and undisplaced
     assert (r.spacegroup_initial, r.spacegroup_final) == ("Fm-3m (225)", "P1 (1)")
     # On request κ is computed anyway, but the material still scores 2.
     r = run_kappa(cu_conventional(), EMT(), stop_on_broken_symmetry=False, **kwargs)
@@ -424,6 +468,9 @@ def test_json_round_trip(wigner11, tmp_path):
                  "fc3_supercell", "fc3_widths", "temperatures"):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(wigner11, name), err_msg=name)
     np.testing.assert_array_equal(loaded.atoms.positions, wigner11.atoms.positions)
+    residuals = (wigner11.residual_force_max_fc2, wigner11.residual_force_max_fc3)
+    assert None not in residuals
+    assert (loaded.residual_force_max_fc2, loaded.residual_force_max_fc3) == residuals
     assert kappa_srme(data, wigner11) == 0.0  # the JSON dict is a valid metric record
 
     gz = wigner11.save(tmp_path / "gz", compress=True)
