@@ -25,9 +25,10 @@ constant, phonons and κ):
   strain, atoms relaxed in the strained cell; the clamped-ion value too) of the 2-atom diamond cell
   at the method's own lattice constant, central differences;
 * ``phonons``: phonopy (:func:`mlip.workflows.phonons.run_phonons`) at the method's own lattice
-  constant, ``--phonon-supercell`` × the 2-atom primitive cell (3: 54 atoms, one displacement), band
-  path frequencies; every method uses the same supercell, so the supercell is not sized by a model's
-  cutoff (the DFT force constants fold periodic images in the same way);
+  constant, ``--phonon-supercell`` × the 2-atom primitive cell (3: 54 atoms, one displacement, less the
+  forces on the undisplaced supercell), band path frequencies; every method uses the same supercell, so
+  the supercell is not sized by a model's cutoff (the DFT force constants fold periodic images in the
+  same way);
 * ``vacancy``: formation energy E(N−1) − (N−1)/N · E(N) in ``--vacancy-supercell``³ conventional
   cells (2: 64 sites), unrelaxed and relaxed (atoms only, fixed cell, no symmetry breaking);
 * ``surface``: (100) surface energy (E_slab − N·e_bulk)/(2A) of a symmetric ``--slab-layers`` slab

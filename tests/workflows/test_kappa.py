@@ -119,26 +119,6 @@ class CountingEMT(Calculator):
                         "stress": a.get_stress()}
 
 
-class OffsetEMT(Calculator):
-    """EMT plus a fixed force on each atom, the same in every structure of a size: the residual forces
-    of a model that is invariant only approximately, on top of force constants that are EMT's."""
-
-    implemented_properties = ["energy", "free_energy", "forces", "stress"]
-
-    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
-        super().calculate(atoms, properties, system_changes)
-        a = Atoms(self.atoms.numbers, positions=self.atoms.positions, cell=self.atoms.cell,
-                  pbc=self.atoms.pbc)
-        a.calc = EMT()
-        energy = a.get_potential_energy()
-        self.results = {"energy": energy, "free_energy": energy,
-                        "forces": a.get_forces() + self.offset(len(a)), "stress": a.get_stress()}
-
-    @staticmethod
-    def offset(n_atoms: int) -> np.ndarray:
-        return np.random.default_rng(n_atoms).normal(scale=0.03, size=(n_atoms, 3))
-
-
 @pytest.fixture(scope="module")
 def wigner11():
     """The workflow on unrelaxed conventional Cu × 2, mesh 11³, Wigner (the default method)."""
@@ -339,21 +319,21 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
         run_kappa(atoms, EMT(), out_dir=tmp_path, **kwargs)
 
 
-def test_residual_forces_are_subtracted_from_fc2_and_fc3():
+def test_residual_forces_are_subtracted_from_fc2_and_fc3(offset_emt):
     """Forces on the undisplaced supercells are subtracted (phonopy's --fz): EMT with a fixed force
     added on every atom gives EMT's fc2 and fc3, and the largest added force is reported for both sets.
     (The force constants are the exact check: on a 5³ mesh phono3py's linewidths, and κ by about 2 %,
     move with force noise of 1e-12 eV/Å.)"""
     kwargs = dict(fc2_supercell=2, fc3_supercell=2, mesh=5, relax=False, progress=False, raise_errors=True)
     exact = run_kappa(cu_conventional(), EMT(), **kwargs)
-    offset = run_kappa(cu_conventional(), OffsetEMT(), **kwargs)
-    added = np.linalg.norm(OffsetEMT.offset(32), axis=1).max()
+    offset = run_kappa(cu_conventional(), offset_emt(), **kwargs)
+    added = np.linalg.norm(offset_emt.offset(32), axis=1).max()
     assert offset.residual_force_max_fc2 == pytest.approx(added, rel=1e-12)
     assert offset.residual_force_max_fc3 == pytest.approx(added, rel=1e-12)
     assert exact.residual_force_max_fc2 < 1e-10 and exact.residual_force_max_fc3 < 1e-10
     np.testing.assert_allclose(offset.phono3py.fc2, exact.phono3py.fc2, rtol=0, atol=1e-12)
     np.testing.assert_allclose(offset.phono3py.fc3, exact.phono3py.fc3, rtol=0, atol=1e-10)
-    kept = run_kappa(cu_conventional(), OffsetEMT(), subtract_residual_forces=False, **kwargs)
+    kept = run_kappa(cu_conventional(), offset_emt(), subtract_residual_forces=False, **kwargs)
     assert np.abs(kept.phono3py.fc2 - exact.phono3py.fc2).max() > 0.1  # eV/Å²
     assert kept.residual_force_max_fc2 is None and kept.residual_force_max_fc3 is None
     assert offset.settings["subtract_residual_forces"] is True

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from ase import Atoms
 from ase.build import bulk, fcc111, molecule
-from ase.calculators.calculator import Calculator, all_changes
 from ase.calculators.emt import EMT
 
 pytest.importorskip("phonopy")
@@ -44,26 +43,6 @@ class CountingEMT(EMT):
         self.calls += 1
         kwargs = {} if system_changes is None else {"system_changes": system_changes}
         super().calculate(atoms, properties, **kwargs)
-
-
-class OffsetEMT(Calculator):
-    """EMT plus a fixed force on each atom, the same in every structure of a size: the residual forces
-    of a model that is invariant only approximately, on top of force constants that are EMT's."""
-
-    implemented_properties = ["energy", "free_energy", "forces", "stress"]
-
-    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
-        super().calculate(atoms, properties, system_changes)
-        a = Atoms(self.atoms.numbers, positions=self.atoms.positions, cell=self.atoms.cell,
-                  pbc=self.atoms.pbc)
-        a.calc = EMT()
-        energy = a.get_potential_energy()
-        self.results = {"energy": energy, "free_energy": energy,
-                        "forces": a.get_forces() + self.offset(len(a)), "stress": a.get_stress()}
-
-    @staticmethod
-    def offset(n_atoms: int) -> np.ndarray:
-        return np.random.default_rng(n_atoms).normal(scale=0.03, size=(n_atoms, 3))
 
 
 @pytest.fixture(scope="module")
@@ -289,19 +268,19 @@ def test_imaginary_tolerance():
     assert bcc.to_dict()["imaginary_modes"]["tolerance_THz"] == 2.0
 
 
-def test_residual_forces_are_subtracted():
+def test_residual_forces_are_subtracted(offset_emt):
     """Forces on the undisplaced supercell are subtracted (phonopy's --fz): EMT with a fixed force
     added on every atom gives EMT's phonons; kept, they change the bands."""
     kw = dict(supercell=3, relax=False, mesh=6, band_npoints=5, progress=False)
     exact = run_phonons(bulk("Cu", "fcc", a=3.6), EMT_PATH, **kw)
-    offset = run_phonons(bulk("Cu", "fcc", a=3.6), OffsetEMT(), **kw)
-    kept = run_phonons(bulk("Cu", "fcc", a=3.6), OffsetEMT(), subtract_residual_forces=False, **kw)
+    offset = run_phonons(bulk("Cu", "fcc", a=3.6), offset_emt(), **kw)
+    kept = run_phonons(bulk("Cu", "fcc", a=3.6), offset_emt(), subtract_residual_forces=False, **kw)
     bands = {name: np.concatenate(r.band_frequencies) for name, r in
              (("exact", exact), ("offset", offset), ("kept", kept))}
     # Γ acoustic modes are √(eigenvalue noise ~1e-14): 1e-7 THz
     np.testing.assert_allclose(bands["offset"], bands["exact"], atol=1e-6)
     assert np.abs(bands["kept"] - bands["exact"]).max() > 0.1  # THz
-    assert offset.residual_force_max == pytest.approx(np.linalg.norm(OffsetEMT.offset(27), axis=1).max())
+    assert offset.residual_force_max == pytest.approx(np.linalg.norm(offset_emt.offset(27), axis=1).max())
     assert exact.residual_force_max < 1e-10 and kept.residual_force_max is None
     assert offset.to_dict()["supercell"]["residual_force_max_eV_per_A"] == offset.residual_force_max
     assert offset.settings["subtract_residual_forces"] and not kept.settings["subtract_residual_forces"]
