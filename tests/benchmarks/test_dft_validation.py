@@ -225,12 +225,13 @@ def test_the_repository_gpaw_cache_is_found_without_gpaw(dv, tmp_path, monkeypat
 
 def test_the_repository_gpaw_results_are_read_without_gpaw(dv, tmp_path, monkeypatch):
     """--cache-only gpaw replays every GPAW property kept in examples/datasets/sige-pbe/dft-validation
-    (relaxations step by step, E(V) scans, strained cells, phonon displacements): nothing is computed,
-    the values are those recorded beside the cache, and Si's lattice constant and bulk modulus are PBE's.
+    (relaxations step by step, E(V) scans, strained cells, phonon displacements, the vacancy and the slab):
+    nothing is computed, the values are those recorded beside the cache, and Si's lattice constant and
+    bulk modulus are PBE's.
     On another machine the replay's coordinates differ by round-off: the sign of a zero's noise, the
     last digits of a fitted lattice constant; the keys must not."""
     _kept_cache_without_gpaw(dv, tmp_path, monkeypatch)
-    properties = ["lattice", "phases", "elastic", "phonons"]
+    properties = ["lattice", "phases", "elastic", "phonons", "vacancy", "surface"]
     report = dv.main(["--out", str(tmp_path), "--methods", "gpaw", "--cache-only", "gpaw", "--elements", "Si",
                       "Ge", "--properties", *properties, "--no-progress"])
     gpaw = report["methods"]["gpaw"]
