@@ -236,7 +236,7 @@ def run_kappa(
         subtract_residual_forces: subtract the forces on the undisplaced fc2 and fc3 supercells
             from their displaced ones' (phonopy's ``--fz``,
             :func:`mlip.workflows.displacement_forces.subtract_residual_forces`; one more evaluation
-            each). Nothing changes for an exactly invariant model in a symmetric crystal; for a
+            each, one in all for equal supercells with ``out_dir``). Nothing changes for an exactly invariant model in a symmetric crystal; for a
             model invariant only approximately it removes an error of F₀/``displacement`` from the
             force constants.
 
@@ -491,8 +491,9 @@ def _fc2_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
 def _fc3_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: bool,
                log: Callable[[str], None], subtract_residual: bool) -> None:
     """fc3 from the forces of the displaced fc3 supercells (resumable through ``cache/fc3``; less
-    those of the undisplaced one, ``cache/fc3-perfect``, when ``subtract_residual``; pairs phono3py
-    skips as too far apart carry zero forces)."""
+    those of the undisplaced one when ``subtract_residual``, kept in ``cache/fc3-perfect``, or read
+    from ``cache/fc2-perfect`` when the two supercells are the same; pairs phono3py skips as too far
+    apart carry zero forces)."""
     from mlip.workflows.displacement_forces import displacement_forces, subtract_residual_forces
     from mlip.workflows.phonopy_utils import to_ase_atoms
 
@@ -504,8 +505,10 @@ def _fc3_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
                                    cache_dir=None if cache is None else cache / "fc3", label="fc3",
                                    progress=progress)
     if subtract_residual:
+        same = np.array_equal(result.fc2_supercell, result.fc3_supercell)
         computed, result.residual_force_max_fc3 = subtract_residual_forces(
-            computed, to_ase_atoms(ph3.supercell), calc, None if cache is None else cache / "fc3-perfect")
+            computed, to_ase_atoms(ph3.supercell), calc,
+            None if cache is None else cache / ("fc2-perfect" if same else "fc3-perfect"))
     n_super = len(ph3.supercell)
     fc3_forces = np.zeros((len(fc3_structures), n_super, 3))
     for k, f in zip(present, computed):
