@@ -200,6 +200,41 @@ def report(out: Path, mace: Optional[Path] = None) -> str:
     return text
 
 
+def plot(out: Path, path: Path, mace: Optional[Path] = None) -> None:
+    """``path`` (PNG): each finished variant's test force MAE against its minutes per epoch (MACE's too, from
+    ``mace``), and its validation force MAE along its training minutes (``OUT/<variant>/metrics.json``)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from mlip.io import atomic_write
+
+    fig = Figure(figsize=(12, 4.8), constrained_layout=True)
+    FigureCanvasAgg(fig)
+    cost, curves = fig.subplots(1, 2)
+    for k, name in enumerate(n for n in VARIANTS if (out / n / "result.json").is_file()):
+        r = json.loads((out / name / "result.json").read_text())
+        colour = f"C{k % 10}"
+        cost.plot(r["minutes"] / max(r["epochs_run"], 1), r["test"][KEYS[1]], "o", color=colour, label=name)
+        history = json.loads((out / name / "metrics.json").read_text())
+        curves.plot([h["minutes"] for h in history], [h["valid_" + KEYS[1]] for h in history], "-",
+                    color=colour, label=name)
+    if mace is not None:
+        m = next(r for r in json.loads(Path(mace).read_text())["models"] if r["model"] == "MACE")
+        minutes, epochs = m["training"]["train_loop_s"] / 60, m["training"]["epochs_equivalent"]
+        cost.plot(minutes / max(epochs, 1e-9), m["test"][KEYS[1]], "k*", ms=12, label="MACE")
+    cost.set_xscale("log")
+    cost.set_xlabel("minutes per epoch (one thread)")
+    cost.set_ylabel("test force MAE (meV/Å)")
+    cost.set_title("accuracy against cost per epoch")
+    cost.legend(fontsize=7)
+    curves.set_yscale("log")
+    curves.set_xlabel("training minutes")
+    curves.set_ylabel("validation force MAE (meV/Å)")
+    curves.set_title("learning curves")
+    curves.legend(fontsize=7)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", default="emt-train.xyz")
@@ -218,6 +253,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS))
     parser.add_argument("--out", default="ablations")
     parser.add_argument("--report", action="store_true", help="only write the table of finished variants")
+    parser.add_argument("--plot", metavar="PNG", help="with the table, a plot of the finished variants' force "
+                                                     "errors against their cost and of their learning curves")
     parser.add_argument("--mace", help="mace_baseline.json of MACE trained on the same files and minutes: "
                                        "a row of the table")
     args = parser.parse_args(argv)
@@ -253,6 +290,9 @@ def main(argv=None) -> int:
             record = run_variant(name, args, train_samples, valid_samples, test_samples)
             print(name, json.dumps(record["test"]), flush=True)
     print(report(out, args.mace))
+    if args.plot:
+        plot(out, Path(args.plot), args.mace)
+        print(f"wrote {args.plot}")
     return 0
 
 

@@ -102,3 +102,40 @@ def test_a_killed_variant_resumes_after_its_last_epoch(script, tmp_path, monkeyp
     record = script.run_variant("platonic-T-linear", args, train_samples, valid_samples, test_samples)
     assert "resuming" not in capsys.readouterr().out and len(probes) == 2
     assert [e["epoch"] for e in json.loads((folder / "metrics.json").read_text())] == list(range(1, 9))
+
+
+def test_the_plot_shows_every_finished_variant_and_mace(script, tmp_path, monkeypatch):
+    """``--report --plot`` draws a point per finished variant (and MACE) and a learning curve per variant."""
+    import json
+
+    for k, name in enumerate(["platonic-T-softmax", "embedded-atom"]):
+        (tmp_path / name).mkdir()
+        record = {"variant": name, "what": "x", "n_parameters": 10, "seconds_per_step": 0.5, "epochs_run": 2,
+                  "minutes": 4.0 + k, "n_train": 8, "n_test": 4,
+                  "test": {key: 1.0 + k for key in script.KEYS}}
+        (tmp_path / name / "result.json").write_text(json.dumps(record))
+        history = [{"epoch": e, "minutes": 2.0 * e, "valid_forces_mae_meV_per_A": 50.0 / e} for e in (1, 2)]
+        (tmp_path / name / "metrics.json").write_text(json.dumps(history))
+    mace = {"model": "MACE", "n_parameters": 5, "threads": 1, "test": {key: 3.0 for key in script.KEYS},
+            "training": {"train_loop_s": 600.0, "epochs_equivalent": 4.0, "torch_threads": 1}}
+    (tmp_path / "mace.json").write_text(json.dumps({"models": [mace]}))
+    png = tmp_path / "ablations.png"
+    assert script.main(["--out", str(tmp_path), "--report", "--mace", str(tmp_path / "mace.json"),
+                        "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    import matplotlib.figure
+
+    drawn = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def keep_axes(fig, *args, **kwargs):
+        drawn.extend(fig.axes)
+        return savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_axes)
+    script.plot(tmp_path, tmp_path / "again.png", tmp_path / "mace.json")
+    cost, curves = drawn
+    assert sorted(t.get_text() for t in cost.get_legend().get_texts()) == ["MACE", "embedded-atom",
+                                                                        "platonic-T-softmax"]
+    assert [list(line.get_ydata()) for line in curves.get_lines()] == [[50.0, 25.0], [50.0, 25.0]]

@@ -190,6 +190,7 @@ if want ablations; then
         --only eqv3-swiglu-merged eqv3-gate-merged eqv3-swiglu-separate eqv3-embedded-atom embedded-atom \
         > ablations-b.log 2>&1
     wait
-    python "$root/benchmarks/ablations.py" --out ablations --report --mace ablations/mace/mace_baseline.json
+    python "$root/benchmarks/ablations.py" --out ablations --report --mace ablations/mace/mace_baseline.json \
+        --plot ablations/ablations.png
 fi
 say "done: $steps"
