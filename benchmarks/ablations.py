@@ -253,8 +253,9 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS))
     parser.add_argument("--out", default="ablations")
     parser.add_argument("--report", action="store_true", help="only write the table of finished variants")
-    parser.add_argument("--plot", metavar="PNG", help="with the table, a plot of the finished variants' force "
-                                                     "errors against their cost and of their learning curves")
+    parser.add_argument("--plot", metavar="PNG",
+                        help="with the table, a plot of the finished variants' force errors against their cost "
+                             "and of their learning curves")
     parser.add_argument("--mace", help="mace_baseline.json of MACE trained on the same files and minutes: "
                                        "a row of the table")
     args = parser.parse_args(argv)
