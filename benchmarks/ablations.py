@@ -158,10 +158,21 @@ def run_variant(name: str, args, train_samples, valid_samples, test_samples) -> 
     return record
 
 
+def finished(out: Path) -> list:
+    """The result.json records of the variants finished under ``out``, in the order of VARIANTS."""
+    paths = (out / name / "result.json" for name in VARIANTS)
+    return [json.loads(path.read_text()) for path in paths if path.is_file()]
+
+
+def mace_entry(path: Path) -> dict:
+    """MACE's entry of a ``benchmarks/mace_baseline.py`` JSON."""
+    return next(r for r in json.loads(Path(path).read_text())["models"] if r["model"] == "MACE")
+
+
 def mace_row(path: Path) -> str:
     """The ablation table's row of MACE from a ``benchmarks/mace_baseline.py`` JSON (its training loop's
     minutes and epochs, its test errors; trained on the same files for the same minutes)."""
-    mace = next(r for r in json.loads(Path(path).read_text())["models"] if r["model"] == "MACE")
+    mace = mace_entry(path)
     budget, t = mace["training"], mace["test"]
     minutes, epochs = budget["train_loop_s"] / 60, budget["epochs_equivalent"]
     threads = budget.get("torch_threads", mace.get("threads"))
@@ -173,11 +184,7 @@ def mace_row(path: Path) -> str:
 
 def report(out: Path, mace: Optional[Path] = None) -> str:
     """The table of the finished variants (and MACE's row, from ``mace``), written to OUT/ablations.md."""
-    rows = []
-    for name in VARIANTS:
-        path = out / name / "result.json"
-        if path.is_file():
-            rows.append(json.loads(path.read_text()))
+    rows = finished(out)
     lines = ["| variant | what changes | params | probe s/step | min/epoch | epochs | minutes | "
              "energy MAE (meV/atom) | force MAE (meV/Å) | stress MAE (meV/Å³) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -211,15 +218,14 @@ def plot(out: Path, path: Path, mace: Optional[Path] = None) -> None:
     fig = Figure(figsize=(12, 4.8), constrained_layout=True)
     FigureCanvasAgg(fig)
     cost, curves = fig.subplots(1, 2)
-    for k, name in enumerate(n for n in VARIANTS if (out / n / "result.json").is_file()):
-        r = json.loads((out / name / "result.json").read_text())
-        colour = f"C{k % 10}"
+    for k, r in enumerate(finished(out)):
+        name, colour = r["variant"], f"C{k % 10}"
         cost.plot(r["minutes"] / max(r["epochs_run"], 1), r["test"][KEYS[1]], "o", color=colour, label=name)
         history = json.loads((out / name / "metrics.json").read_text())
         curves.plot([h["minutes"] for h in history], [h["valid_" + KEYS[1]] for h in history], "-",
                     color=colour, label=name)
     if mace is not None:
-        m = next(r for r in json.loads(Path(mace).read_text())["models"] if r["model"] == "MACE")
+        m = mace_entry(mace)
         minutes, epochs = m["training"]["train_loop_s"] / 60, m["training"]["epochs_equivalent"]
         cost.plot(minutes / max(epochs, 1e-9), m["test"][KEYS[1]], "k*", ms=12, label="MACE")
     cost.set_xscale("log")
