@@ -251,7 +251,7 @@ def test_ablation_table_matches_the_recorded_runs(record):
     assert set(runs) <= set(module.VARIANTS) and len(runs) >= 6
     if "sige" in record.stem:
         assert set(runs) == set(module.VARIANTS) and recorded.get("mace"), "the Si–Ge run has every variant"
-    rows = [(name, runs[name]) for name in runs]
+    rows = list(runs.items())
     if recorded.get("mace"):
         mace = recorded["mace"]
         minutes = mace["training"]["train_loop_s"] / 60
