@@ -67,9 +67,11 @@ CHGNET_LABEL_NOTE = ("CHGNet 0.3.0 predictions (a model trained on MPtrj: PBE an
 LABEL_KEYS = {"energy": "REF_energy", "forces": "REF_forces", "stress": "REF_stress"}
 
 
-def kpoint_mesh(atoms, density: float) -> Tuple[int, int, int]:
+def kpoint_mesh(atoms, density: float, even: bool = False) -> Tuple[int, int, int]:
     """Monkhorst–Pack sizes n_i = ⌈density · |b_i|⌉ along the periodic directions (b_i the reciprocal
-    lattice vectors including 2π, in Å⁻¹; ``density`` in points per Å⁻¹), 1 along the others."""
+    lattice vectors including 2π, in Å⁻¹; ``density`` in points per Å⁻¹), 1 along the others. ``even``
+    rounds each periodic size up to an even number (a Monkhorst–Pack mesh that is not Γ-centred then
+    leaves Γ out: a shifted mesh)."""
     if density <= 0:
         raise ValueError(f"k-point density must be positive, got {density}")
     sizes = []
@@ -81,15 +83,19 @@ def kpoint_mesh(atoms, density: float) -> Tuple[int, int, int]:
             continue
         if atoms.cell.rank != 3:
             raise ValueError("a structure periodic along some direction needs a full 3-dimensional cell")
-        sizes.append(max(1, math.ceil(density * float(np.linalg.norm(reciprocal[axis])) - 1e-9)))
+        n = max(1, math.ceil(density * float(np.linalg.norm(reciprocal[axis])) - 1e-9))
+        sizes.append(n + n % 2 if even else n)
     return tuple(sizes)
 
 
-def _gpaw_calculator(atoms, settings: Dict[str, Any]):
+def gpaw_calculator(atoms, settings: Dict[str, Any], mesh: Optional[Sequence[int]] = None):
+    """A GPAW calculator for ``atoms`` with the physics of ``settings`` (the keys of
+    :data:`GPAW_PBE_SETTINGS`) on the Monkhorst–Pack ``mesh`` (default: the settings' k-point density
+    applied to ``atoms``' cell by :func:`kpoint_mesh`), Γ-centred as the settings say."""
     from mlip.extras import require
 
     gpaw = require("gpaw", "dft", "labelling with GPAW")
-    sizes = kpoint_mesh(atoms, settings["kpoint_density_per_inv_A"])
+    sizes = kpoint_mesh(atoms, settings["kpoint_density_per_inv_A"]) if mesh is None else tuple(mesh)
     return gpaw.GPAW(
         mode=gpaw.PW(settings["ecut_eV"]),
         xc=settings["xc"],
@@ -188,7 +194,7 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
         return Labeller("emt", _version("ase"), {}, lambda atoms: EMT())
     if spec == "gpaw":
         full = _full_settings("gpaw", settings, GPAW_PBE_SETTINGS, "dft", "labelling with GPAW")
-        return Labeller("gpaw", _version("gpaw"), full, lambda atoms: _gpaw_calculator(atoms, full))
+        return Labeller("gpaw", _version("gpaw"), full, lambda atoms: gpaw_calculator(atoms, full))
     if spec == "chgnet":
         return _chgnet_labeller(settings)
     if spec.count(":") == 1 and all(spec.split(":")):
@@ -339,6 +345,6 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
     return len(frames), failed, missing
 
 
-__all__ = ["CHGNET_LABEL_NOTE", "CHGNET_SETTINGS", "GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller", "kpoint_mesh",
-           "label_atoms", "label_structures", "labeller", "labelling_status", "interleaved", "result_id",
-           "structure_id", "write_labelled"]
+__all__ = ["CHGNET_LABEL_NOTE", "CHGNET_SETTINGS", "GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller",
+           "gpaw_calculator", "kpoint_mesh", "label_atoms", "label_structures", "labeller",
+           "labelling_status", "interleaved", "result_id", "structure_id", "write_labelled"]

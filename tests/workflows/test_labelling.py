@@ -28,6 +28,11 @@ def test_kpoint_mesh_follows_the_reciprocal_lattice_and_skips_vacuum():
     assert kpoint_mesh(molecule, 2.5) == (1, 1, 1)
     with pytest.raises(ValueError, match="positive"):
         kpoint_mesh(cubic, 0)
+    # even: each periodic size rounded up to even (a shifted mesh), vacuum directions stay 1
+    assert kpoint_mesh(long, 2.5, even=True) == (4, 4, 2)
+    assert kpoint_mesh(cubic, 3.5, even=True) == (6, 6, 6)  # 3.5 · 1.5708 = 5.50 → 6
+    assert kpoint_mesh(cubic, 3.0, even=True) == (6, 6, 6)  # 4.71 → 5 → 6
+    assert kpoint_mesh(slab, 2.5, even=True)[2] == 1
 
 
 def test_emt_labels_round_trip_through_the_dataset_reader(tmp_path):
