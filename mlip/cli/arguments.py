@@ -77,8 +77,8 @@ def kind_counts(args: argparse.Namespace, defaults: Dict[str, int]) -> Optional[
 
 
 def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
-    """--model, --device, --dtype (default ``dtype``), --compile, --index, --format, --no-progress,
-    --threads."""
+    """--model, --device, --dtype (default ``dtype``), --compile, --index, --format, --majority-species,
+    --no-progress, --threads."""
     p.add_argument(
         "--model",
         default="default",
@@ -93,6 +93,9 @@ def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
     p.add_argument("--index", type=int, default=-1, help="frame of the structure file to use (default: last)")
     p.add_argument("--format", default=None,
                    help="ASE format of the structure file, e.g. cif, extxyz, vasp (default: from the name)")
+    p.add_argument("--majority-species", action="store_true",
+                   help="put on each partially occupied site of the structure (a CIF's Cu 0.5 / Au 0.5) its "
+                        "species of highest occupancy (default: refuse such a structure)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--threads",

@@ -57,12 +57,15 @@ def refuse_existing(paths, overwrite: bool, instead: str) -> None:
         raise CLIError(f"{', '.join(existing)} exist(s); {instead} or pass --overwrite")
 
 
-def read_structure(path: str, index: int = -1, format: Optional[str] = None):
+def read_structure(path: str, index: int = -1, format: Optional[str] = None, majority_species: bool = False):
     """Read one frame of any ASE-readable file and check it can be evaluated.
 
     Errors name the file, the format (given or guessed) and what is wrong; an ``index`` outside the
     file is refused with the number of frames (ASE itself would stop with an empty StopIteration
-    or, for negative indices, quietly return the first frame).
+    or, for negative indices, quietly return the first frame). A partially occupied site (a CIF's
+    Cu 0.5 / Au 0.5, which ASE reads as Au) is refused, naming the site, unless ``majority_species``
+    (``--majority-species``): then each such site gets its species of highest occupancy
+    (:func:`mlip.data.occupancy.require_ordered`).
     """
     import ase.io
     from ase import Atoms
@@ -74,6 +77,8 @@ def read_structure(path: str, index: int = -1, format: Optional[str] = None):
         raise CLIError(f"structure file {path!r} does not exist")
     if p.is_dir():
         raise CLIError(f"structure file {path!r} is a directory")
+    if p.stat().st_size == 0:  # ASE would say "unknown format" when it guesses from the content
+        raise CLIError(f"{path}: the file holds no structure (it is empty)")
     if format is not None:
         from ase.io.formats import ioformats
 
@@ -107,11 +112,37 @@ def read_structure(path: str, index: int = -1, format: Optional[str] = None):
         raise CLIError(
             f"cannot read structure file {path!r}: expected one structure, got {type(atoms).__name__}"
         )
+    atoms = _ordered(atoms, p, index, format, majority_species)
     try:
         validate_atoms(atoms)
     except ValueError as err:
         raise CLIError(f"invalid structure in {path!r}: {err}") from None
     return atoms
+
+
+def _ordered(atoms, path: Path, index: int, format: Optional[str], majority_species: bool):
+    """``atoms`` with one species per site (:func:`mlip.data.occupancy.require_ordered`); the refusal
+    names a CIF's sites by their labels (read again, with the file's tags, only then)."""
+    from mlip.data.occupancy import disordered_sites, require_ordered
+
+    if not disordered_sites(atoms):
+        return atoms
+    labels = None
+    try:
+        import ase.io
+
+        tagged = ase.io.read(str(path), index=index, format=format, store_tags=True)
+        labels = tagged.info.get("_atom_site_label")
+    except Exception:  # not a CIF (no tags to keep), or no labels: sites are named by their row
+        pass
+    try:
+        ordered = require_ordered(atoms, str(path), majority_species, labels=labels)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    sites = disordered_sites(atoms, labels)
+    note(f"NOTE: --majority-species: {len(sites)} partially occupied site(s) given their majority species: "
+         + "; ".join(f"{site.describe()} -> {ordered.symbols[site.atoms[0]]}" for site in sites))
+    return ordered
 
 
 def load_model(spec: str, device: str, dtype: str, compile: bool = False):

@@ -129,7 +129,7 @@ def _run_one(args) -> int:
 
     out_dir = Path(args.out_dir)
     temperature = args.temperatures[0]
-    atoms = read_structure(args.structure, args.index, args.format)
+    atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
     calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
     print(f"model:     {label} ({calc_label(calc)})")

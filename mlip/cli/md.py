@@ -41,7 +41,8 @@ def run(args) -> int:
     """Run the dynamics and write md.traj, md.log, energy.png and md_summary.json to --out-dir."""
     from mlip.workflows.md import run_md, save_energy_plot
 
-    atoms = _repeated(read_structure(args.structure, args.index, args.format), args.supercell)
+    atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
+    atoms = _repeated(atoms, args.supercell)
     out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
     earlier = [name for name in MD_OUTPUTS if (out_dir / name).exists()]
     if earlier and not args.overwrite:

@@ -51,7 +51,7 @@ def run(args) -> int:
 
     from mlip.workflows.phonons import run_phonons
 
-    atoms = read_structure(args.structure, args.index, args.format)
+    atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
     calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
     out_dir = Path(args.out_dir)

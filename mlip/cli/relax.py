@@ -58,7 +58,7 @@ def run(args) -> int:
 
     from mlip.workflows.relax import relax
 
-    atoms = read_structure(args.structure, args.index, args.format)
+    atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
     calc, label = load_model(args.model, args.device, args.dtype, args.compile)
     check_species(atoms, calc, args.structure)
     output = Path(args.output) if args.output else Path(f"{Path(args.structure).stem}_relaxed.extxyz")

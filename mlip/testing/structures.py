@@ -107,3 +107,20 @@ def dimer_distances(a: str, b: str, start_fraction=0.6, stop=0.1, n=120) -> np.n
     """[n] distances from ``start_fraction`` × (R_a + R_b) (covalent radii) down to ``stop`` Å."""
     bond = covalent_radii[atomic_numbers[a]] + covalent_radii[atomic_numbers[b]]
     return np.linspace(start_fraction * bond, stop, n)
+
+
+def cubic_cif(rows: str, a: float = 3.8) -> str:
+    """The text of a CIF of a cubic P1 cell (edge ``a`` Å) with the atom-site ``rows`` (one a line:
+    label, symbol, fractional x y z, occupancy)."""
+    head = [f"_cell_length_{axis} {a}" for axis in "abc"] + [f"_cell_angle_{angle} 90"
+                                                                 for angle in ("alpha", "beta", "gamma")]
+    loop = ["loop_"] + [f"_atom_site_{key}" for key in ("label", "type_symbol", "fract_x", "fract_y",
+                                                           "fract_z", "occupancy")]
+    return "\n".join(["data_x", *head, "_symmetry_space_group_name_H-M 'P 1'", *loop, rows.strip(), ""])
+
+
+def disordered_cuau_cif(cu: float = 0.5, au: float = 0.5) -> str:
+    """An fcc CuAu3-like CIF whose site Cu1 at the origin holds Cu and Au with occupancies ``cu`` and
+    ``au`` (a partially occupied site: ASE reads it as one atom of the species it finds dominant)."""
+    return cubic_cif(f"Cu1 Cu 0 0 0 {cu}\nAu1 Au 0 0 0 {au}\nCu2 Cu 0.5 0.5 0 1.0\nCu3 Cu 0.5 0 0.5 1.0\n"
+                     "Cu4 Cu 0 0.5 0.5 1.0")

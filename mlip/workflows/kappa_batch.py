@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from ase import Atoms
 
+from mlip.data.occupancy import require_ordered
 from mlip.io import atomic_write
 from mlip.workflows.sharding import load_results, result_path, run_sharded
 
@@ -64,6 +65,7 @@ def read_kappa_structures(path: Union[str, Path], require_settings: bool = True,
         where = f"{path.name}, frame {k}"
         if not atoms.pbc.all() or atoms.cell.rank != 3:
             raise ValueError(f"{where}: κ needs a crystal periodic in three directions")
+        require_ordered(atoms, where, option=None)  # a CIF's partially occupied site (ASE keeps one species)
         if require_settings:
             missing = [key for key in INFO_KEYS if key not in atoms.info]
             if missing:

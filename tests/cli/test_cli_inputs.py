@@ -14,6 +14,7 @@ from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import read, write
 
 from mlip.testing import run_cli
+from mlip.testing.structures import disordered_cuau_cif
 from mlip.cli import EXIT_NOT_CONVERGED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,9 +96,36 @@ def test_index_within_and_beyond_a_two_frame_file(tmp_path, capsys):
 def test_empty_structure_file(tmp_path, capsys):
     path = tmp_path / "empty.xyz"
     path.write_text("")
-    code, _, err = run_cli(capsys, "relax", path, "--format", "extxyz", "--model", EMT, "-o",
-                           tmp_path / "r.xyz")
-    assert_clean_error(code, err, "empty.xyz: the file holds no structure")
+    for given in ([], ["--format", "extxyz"]):  # the same message whether the format is given or guessed
+        code, _, err = run_cli(capsys, "relax", path, *given, "--model", EMT, "-o", tmp_path / "r.xyz")
+        assert_clean_error(code, err, "empty.xyz: the file holds no structure")
+
+
+# ------------------------------------------------------------------------------ partial occupancy
+def test_a_partially_occupied_site_is_refused_naming_it(tmp_path, capsys):
+    path = tmp_path / "cuau.cif"
+    path.write_text(disordered_cuau_cif(cu=0.5, au=0.5))
+    for command in (["relax", path, "-o", tmp_path / "r.extxyz"], ["md", path, "--out-dir", tmp_path / "md"]):
+        code, _, err = run_cli(capsys, *command, "--model", EMT, "--steps", "1", "--no-progress")
+        # ASE reads the site as Au; nothing is run on a structure the file does not describe
+        assert_clean_error(code, err, "cuau.cif: site Cu1 (Cu 0.5, Au 0.5 at 0, 0, 0) is partially occupied",
+                           "order the structure first", "--majority-species")
+    assert not (tmp_path / "r.extxyz").exists() and not (tmp_path / "md").exists()
+    # a tie has no majority species
+    code, _, err = run_cli(capsys, "relax", path, "--majority-species", "--model", EMT,
+                           "-o", tmp_path / "r.extxyz")
+    assert_clean_error(code, err, "site Cu1 (Cu 0.5, Au 0.5 at 0, 0, 0) has no majority species")
+
+
+def test_majority_species_puts_the_species_of_highest_occupancy_and_says_so(tmp_path, capsys):
+    path = tmp_path / "cuau.cif"
+    path.write_text(disordered_cuau_cif(cu=0.25, au=0.75))
+    out = tmp_path / "r.extxyz"
+    code, _, err = run_cli(capsys, "relax", path, "--majority-species", "--model", EMT, "--steps", "0",
+                           "--no-progress", "-o", out)
+    assert code in (0, EXIT_NOT_CONVERGED), err
+    assert "NOTE: --majority-species: 1 partially occupied site(s)" in err and "-> Au" in err
+    assert read(out).get_chemical_formula() == "AuCu3"
 
 
 # ------------------------------------------------------------------------------ md output folder

@@ -24,6 +24,7 @@ from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import write
 
 from mlip.testing import emt_cells
+from mlip.testing.structures import disordered_cuau_cif
 from mlip.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,7 +124,16 @@ def case_garbage_file(tmp, monkeypatch):
 def case_empty_file(tmp, monkeypatch):
     path = tmp / "empty.xyz"
     path.write_text("")
-    return ["relax", path, "--format", "extxyz", "--model", EMT, "-o", tmp / "r.extxyz"]
+    return ["relax", path, "--model", EMT, "-o", tmp / "r.extxyz"]
+
+
+def case_partial_occupancy(tmp, monkeypatch):
+    (tmp / "cuau.cif").write_text(disordered_cuau_cif(cu=0.5, au=0.5))
+    return ["relax", tmp / "cuau.cif", "--model", EMT, "-o", tmp / "r.extxyz"]
+
+
+def case_majority_species_tie(tmp, monkeypatch):
+    return case_partial_occupancy(tmp, monkeypatch) + ["--majority-species"]
 
 
 def case_unknown_extension(tmp, monkeypatch):

@@ -42,6 +42,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from ase import Atoms
 
+from mlip.data.occupancy import require_ordered
+
 PathLike = Union[str, Path]
 
 #: columns that hold a structure or an entry, in order of preference
@@ -342,6 +344,7 @@ def _check_crystal(material: Material) -> None:
         raise ValueError(f"{where}: non-finite coordinates or cell")
     if not atoms.pbc.all() or atoms.cell.rank != 3:
         raise ValueError(f"{where}: not a crystal periodic in three directions (pbc={atoms.pbc.tolist()})")
+    require_ordered(atoms, where, option=None)  # a CIF's partially occupied site (ASE keeps one species)
 
 
 def read_structures(paths: Union[PathLike, Iterable[PathLike]], key: Optional[str] = None) -> List[Material]:
