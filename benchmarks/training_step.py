@@ -1,6 +1,6 @@
-"""The training step of the shipped Si–Ge recipes, beside MACE's on the same data: cost per epoch and where it goes.
+"""The Si–Ge recipes' training step beside MACE's on the same data: cost per epoch and where it goes.
 
-    python benchmarks/training_step.py --train examples/datasets/sige-pbe/work/sige-pbe-train.xyz --threads 2 \\
+    python benchmarks/training_step.py --threads 2 --train examples/datasets/sige-pbe/work/sige-pbe-train.xyz \\
         --mace-python /work/venvs/mace/bin/python --out benchmarks/results/training-step-sige.json
 
 For every recipe (``--recipes``, default ``equiformer_v3-sige`` and ``platonic-sige``: their
@@ -138,10 +138,14 @@ def profile(recipe: Recipe, steps: int) -> Dict[str, object]:
     whole = sum(totals.values()) or 1.0
     return {"steps": steps,
             "stages": {s: {"self_ms_per_step": totals[s] / 1000 / steps, "share": totals[s] / whole,
-                           "top_operators": [{"name": n, "self_ms_per_step": v[0] / 1000 / steps,
-                                              "calls_per_step": v[1] / steps}
-                                             for n, v in sorted(ops[s].items(), key=lambda kv: -kv[1][0])[:10]]}
+                           "top_operators": top_operators(ops[s], steps)}
                        for s in STAGES}}
+
+
+def top_operators(ops: Dict[str, List[float]], steps: int, count: int = 10) -> List[Dict[str, object]]:
+    """The ``count`` operators of most self time in {name: [self µs, calls]}, per step."""
+    ranked = sorted(ops.items(), key=lambda kv: -kv[1][0])[:count]
+    return [{"name": n, "self_ms_per_step": v[0] / 1000 / steps, "calls_per_step": v[1] / steps} for n, v in ranked]
 
 
 def time_recipes(recipes: List[Recipe], steps: int, warmup: int, rounds: int) -> Dict[str, dict]:
@@ -183,7 +187,8 @@ def time_mace(mace_python: str, train: Path, seconds: float, threads: int) -> Di
     with tempfile.TemporaryDirectory() as work:
         report = Path(work) / "report.json"
         atoms = read(train, ":")
-        args = mace_arguments(train.resolve(), Path(work) / "mace", mace_e0s("isolated", atoms), label_keys(train))
+        args = mace_arguments(train.resolve(), Path(work) / "mace", mace_e0s("isolated", atoms),
+                              label_keys(train))
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         subprocess.run([mace_python, str(ROOT / "benchmarks" / "mace_helper.py"), "train", "--budget-s",
                         str(seconds), "--report", str(report), "--", *args], check=True, env=env,
@@ -226,10 +231,12 @@ def main(argv=None) -> int:
     first = rows[args.recipes[0]]["seconds_per_epoch"]
     for name, row in rows.items():
         row["epoch_ratio_to_first"] = row["seconds_per_epoch"] / first
-        line = (f"{name:20s} {row['seconds_per_step'] * 1000:8.1f} ms/step  {row['seconds_per_epoch'] / 60:6.2f} "
-                f"min/epoch  {row['structures_per_second']:6.1f} structures/s  ratio {row['epoch_ratio_to_first']:.2f}")
+        line = (f"{name:20s} {row['seconds_per_step'] * 1000:8.1f} ms/step  "
+                f"{row['seconds_per_epoch'] / 60:6.2f} min/epoch  {row['structures_per_second']:6.1f} structures/s  "
+                f"ratio {row['epoch_ratio_to_first']:.2f}")
         if "profile" in row:
-            line += "  [" + ", ".join(f"{s} {v['share']:.0%}" for s, v in row["profile"]["stages"].items()) + "]"
+            shares = row["profile"]["stages"].items()
+            line += "  [" + ", ".join(f"{s} {v['share']:.0%}" for s, v in shares) + "]"
         print(line)
     record = {"train": Path(args.train).name, "structures": len(samples), "threads": args.threads,
               "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "torch": torch.__version__,
