@@ -1,6 +1,7 @@
 """The Si–Ge recipes' training step beside MACE's on the same data: cost per epoch and where it goes.
 
-    python benchmarks/training_step.py --threads 2 --train examples/datasets/sige-pbe/work/sige-pbe-train.xyz \\
+    python benchmarks/training_step.py --threads 2 \\
+        --train examples/datasets/sige-pbe/work/sige-pbe-train.xyz \\
         --mace-python /work/venvs/mace/bin/python --out benchmarks/results/training-step-sige.json
 
 For every recipe (``--recipes``, default ``equiformer_v3-sige`` and ``platonic-sige``: their
@@ -145,7 +146,8 @@ def profile(recipe: Recipe, steps: int) -> Dict[str, object]:
 def top_operators(ops: Dict[str, List[float]], steps: int, count: int = 10) -> List[Dict[str, object]]:
     """The ``count`` operators of most self time in {name: [self µs, calls]}, per step."""
     ranked = sorted(ops.items(), key=lambda kv: -kv[1][0])[:count]
-    return [{"name": n, "self_ms_per_step": v[0] / 1000 / steps, "calls_per_step": v[1] / steps} for n, v in ranked]
+    return [{"name": n, "self_ms_per_step": v[0] / 1000 / steps, "calls_per_step": v[1] / steps}
+            for n, v in ranked]
 
 
 def time_recipes(recipes: List[Recipe], steps: int, warmup: int, rounds: int) -> Dict[str, dict]:
@@ -232,8 +234,8 @@ def main(argv=None) -> int:
     for name, row in rows.items():
         row["epoch_ratio_to_first"] = row["seconds_per_epoch"] / first
         line = (f"{name:20s} {row['seconds_per_step'] * 1000:8.1f} ms/step  "
-                f"{row['seconds_per_epoch'] / 60:6.2f} min/epoch  {row['structures_per_second']:6.1f} structures/s  "
-                f"ratio {row['epoch_ratio_to_first']:.2f}")
+                f"{row['seconds_per_epoch'] / 60:6.2f} min/epoch  "
+                f"{row['structures_per_second']:6.1f} structures/s  ratio {row['epoch_ratio_to_first']:.2f}")
         if "profile" in row:
             shares = row["profile"]["stages"].items()
             line += "  [" + ", ".join(f"{s} {v['share']:.0%}" for s, v in shares) + "]"
