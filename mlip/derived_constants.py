@@ -27,7 +27,7 @@ class DerivedConstants(nn.Module):
         ``value``, whose float64 master is restored into it by every dtype or device conversion."""
         value = value.detach()
         masters: Dict[str, torch.Tensor] = self.__dict__.setdefault("_constant_masters", {})
-        if value.is_floating_point():
+        if value.is_floating_point() and not value.is_meta:  # a meta module (shapes only) has no values
             masters[name] = value.to(device="cpu", dtype=torch.float64, copy=True)
         self.register_buffer(name, value, persistent=False)
 

@@ -28,6 +28,10 @@ from typing import List, Optional
 
 from mlip.cli.common import EXIT_NOT_CONVERGED, PROG, CLIError
 
+#: exit status when the reader of stdout stopped early (``mlip info … | head -1``): quiet, with the
+#: status of a Unix tool ended by SIGPIPE (128 + 13), which ``set -o pipefail`` sees as such tools
+EXIT_BROKEN_PIPE = 141
+
 # The subcommands in the order ``mlip --help`` lists them.
 SUBCOMMANDS = ("info", "create", "phonons", "kappa", "data", "train", "distill", "eval", "relax", "md",
                "discovery")
@@ -59,6 +63,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``| head``); if so stdout is pointed at /dev/null,
+    so that nothing more written there (the interpreter's final flush included) fails again."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        closed = any(flags & select.POLLERR for _, flags in poll.poll(0))  # a pipe without reader
+    except (AttributeError, OSError, ValueError):  # stdout replaced (tests) or not a file
+        return False
+    if closed:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return closed
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``mlip`` command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -82,12 +105,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             previous_threads = torch.get_num_threads()
             torch.set_num_threads(threads)
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader of stdout that stopped early shows here, not at the interpreter's exit
+        return status
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except (CLIError, ValueError, FileNotFoundError, PropertyNotImplementedError, OSError,
             MissingExtraError) as err:
+        if isinstance(err, BrokenPipeError) and _stdout_closed():
+            return EXIT_BROKEN_PIPE  # the reader stopped (``mlip info … | head -1``): not an error
         if debug:
             raise
         msg = str(err) or type(err).__name__
@@ -107,4 +134,4 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.set_num_threads(previous_threads)
 
 
-__all__ = ["CLIError", "EXIT_NOT_CONVERGED", "PROG", "build_parser", "main"]
+__all__ = ["CLIError", "EXIT_BROKEN_PIPE", "EXIT_NOT_CONVERGED", "PROG", "build_parser", "main"]

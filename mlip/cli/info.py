@@ -28,13 +28,16 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    """Print the checkpoint's header; exit status 0."""
+    """Print the checkpoint's header once it is known to describe a model this package can build (the
+    architecture registered, the hyperparameters its own, the stored tensors of the shapes they give:
+    :func:`mlip.checkpoint.check_header`); exit status 0."""
     from mlip import pretrained
-    from mlip.checkpoint import checkpoint_header, read_header
+    from mlip.checkpoint import check_header, checkpoint_header, read_header
 
     spec = args.model
     if os.path.exists(spec):
-        header = read_header(spec)
+        header = read_header(spec)  # a directory: "a directory, not a checkpoint"
+        check_header(spec, header)  # nothing is printed of a header that does not describe its weights
         source = f"checkpoint {spec}"
     elif pretrained.is_known(spec):
         with warnings.catch_warnings():

@@ -157,6 +157,22 @@ def test_mismatched_tensors(saved, tmp_path):
         mlip.load_potential(bad)
 
 
+def test_a_header_cannot_make_the_loader_allocate(saved, tmp_path):
+    """A small file whose header asks for a million channels (terabytes) or a million layers is refused,
+    naming the file, from the stored tensors' shapes: the model is sized on the meta device first."""
+    for name, change in (("wide", dict(channels=10**6)), ("deep", dict(num_layers=10**6))):
+        bad = rewrite_header(saved, tmp_path / f"{name}.safetensors",
+                             edit_mlip_header(lambda h: h["hyperparameters"].update(change)))
+        with pytest.raises(CheckpointError, match=rf"^{bad}: the header's hyperparameters describe a model of "
+                                                  rf"more than [\d,]+ numbers .*does not match the weights"):
+            mlip.load_potential(bad)
+
+
+def test_a_directory_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="is a directory, not a checkpoint"):
+        mlip.load_potential(tmp_path)
+
+
 def test_header_disagrees_with_tensors(saved, tmp_path):
     bad = rewrite_header(saved, tmp_path / "species.safetensors",
                          edit_mlip_header(lambda h: h.update(species=["Au", "Cu"])))

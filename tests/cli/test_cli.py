@@ -150,6 +150,45 @@ def test_info_corrupt_checkpoint(tmp_path, capsys):
     assert_clean_error(code, err, "bad.safetensors")
 
 
+def test_info_prints_nothing_of_a_header_that_does_not_describe_its_weights(tmp_path, capsys):
+    from mlip.checkpoint import write_with_header
+    from mlip.models import create_model
+
+    good = mlip.save_potential(create_model("platonic", species=["Cu"], cutoff=4.0, channels=4, num_layers=1),
+                               tmp_path / "good.safetensors")
+    header = mlip.read_header(good)
+    cases = {"os:system": ({"architecture": "os:system"}, "unknown architecture 'os:system'"),
+             "wider": ({"hyperparameters": {**header["hyperparameters"], "channels": 8}}, "shape mismatch"),
+             "huge": ({"hyperparameters": {**header["hyperparameters"], "channels": 10**6}},
+                      "the header does not match the weights")}
+    for name, (change, fragment) in cases.items():
+        crafted = write_with_header(good, tmp_path / f"{name}.safetensors", {**header, **change})
+        code, out, err = run_cli(capsys, "info", crafted)
+        assert_clean_error(code, err, f"{name}.safetensors", fragment)
+        assert out == ""
+
+
+def test_info_on_a_directory_says_so(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "info", tmp_path)
+    assert_clean_error(code, err, f"{tmp_path} is a directory, not a checkpoint")
+    assert "does not exist" not in err
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """``mlip info … | head -1``: the reader of stdout is gone before the output is written; the command
+    ends at once without a message, with the status of a Unix tool ended by SIGPIPE (141)."""
+    from mlip.cli import EXIT_BROKEN_PIPE
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written: the first write fails
+    try:
+        done = subprocess.run([sys.executable, "-m", "mlip", "info", "embedded-atom-emt"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (EXIT_BROKEN_PIPE, "")
+
+
 # ---------------------------------------------------------------------------------------- relax
 def test_relax_with_emt_writes_readable_structure(rattled_cu, tmp_path, capsys):
     out_path = tmp_path / "relaxed.extxyz"

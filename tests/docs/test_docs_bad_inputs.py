@@ -205,6 +205,32 @@ def case_md_out_dir_holds_run(tmp, monkeypatch):
     return base
 
 
+def crafted_checkpoint(tmp: Path, name: str, **change) -> Path:
+    """A small Platonic checkpoint with the header entries ``change`` (tensors as written)."""
+    from mlip.checkpoint import read_header, save_potential, write_with_header
+    from mlip.models import create_model
+
+    good = save_potential(create_model("platonic", species=["Cu"], cutoff=4.0, channels=4, num_layers=1),
+                          tmp / "good.safetensors")
+    header = read_header(good)
+    header.update({k: v for k, v in change.items() if k != "hyperparameters"})
+    header["hyperparameters"].update(change.get("hyperparameters", {}))
+    return write_with_header(good, tmp / name, header)
+
+
+def case_info_unknown_architecture(tmp, monkeypatch):
+    return ["info", crafted_checkpoint(tmp, "crafted.safetensors", architecture="os:system")]
+
+
+def case_info_directory(tmp, monkeypatch):
+    (tmp / "runs").mkdir()
+    return ["info", "runs"]  # the test runs in tmp
+
+
+def case_header_asks_too_much(tmp, monkeypatch):
+    return ["info", crafted_checkpoint(tmp, "huge.safetensors", hyperparameters=dict(channels=10**6))]
+
+
 def case_create_misspelt_hyperparameter(tmp, monkeypatch):
     return ["create", "platonic", "--species", "Cu", "--cutoff", "4", "--set", "chanels=8",
             "-o", tmp / "x.safetensors"]
