@@ -235,56 +235,74 @@ class Potential(nn.Module):
         cell has zero volume, where stress is undefined). ``create_graph=True`` keeps the graph of
         the derivatives so force and stress losses can be trained.
         """
+        need_grad = compute_forces or compute_stress
+        grad_was_enabled = torch.is_grad_enabled()
+        with torch.set_grad_enabled(need_grad or grad_was_enabled):
+            out, leaf, strain = self.differentiable_energy(graph, compute_forces, compute_stress)
+            if need_grad:
+                inputs = [t for t in (leaf, strain) if t is not None]
+                grads = torch.autograd.grad(
+                    out["energy"].sum(), inputs, create_graph=create_graph, allow_unused=True
+                )
+                out.update(self.derivatives(graph, leaf, strain, grads))
+        return out
+
+    def differentiable_energy(self, graph: AtomicGraph, compute_forces: bool = True,
+                              compute_stress: bool = True):
+        """The energies of :meth:`forward` before any derivative is taken, with the tensors they are
+        differentiated against: ``(out, positions, strain)`` with ``out`` = {``energy`` [n_graphs],
+        ``energies`` [n_atoms]}, ``positions`` [n_atoms, 3] the leaf the forces are the negative
+        gradient against (None unless ``compute_forces``) and ``strain`` [n_graphs, 3, 3] the leaf of
+        the stress (None unless ``compute_stress``). Call it with grad mode on when a derivative is
+        wanted; :meth:`derivatives` turns the gradients into forces and stress. A committee of
+        potentials (:mod:`mlip.calculators.committee`) evaluates every member this way on one graph and
+        takes all their gradients in one backward pass."""
         species = self.species_index(graph.numbers)
         dtype = graph.positions.dtype
         n_graphs = graph.n_graphs
         positions = graph.positions
         cell = graph.cell
-        need_grad = compute_forces or compute_stress
-        grad_was_enabled = torch.is_grad_enabled()
-        with torch.set_grad_enabled(need_grad or grad_was_enabled):
-            leaf = None
-            if compute_forces:
-                leaf = positions.detach().requires_grad_(True)
-                positions = leaf
-            strain = None
-            if compute_stress:
-                strain = torch.zeros((n_graphs, 3, 3), dtype=dtype, device=positions.device, requires_grad=True)
-                sym = 0.5 * (strain + strain.transpose(1, 2))
-                positions = positions + vector_times_matrix(positions, sym, graph.batch)
-                cell = cell + torch.bmm(cell, sym)
-            vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
-            model_energy = self.model_energies(species, graph.edge_index, vec, graph.batch, n_graphs)
-            energies = model_energy * self.scale.to(dtype) + self.per_element_offsets(dtype)[species]
-            if self.repulsion is not None:
-                energies = energies + self.repulsion(species, graph.edge_index, vec)
-            energy = scatter_sum(energies, graph.batch, n_graphs)
-            out: Dict[str, torch.Tensor] = {"energy": energy, "energies": energies}
-            if need_grad:
-                inputs = []
-                if compute_forces:
-                    inputs.append(leaf)
-                if strain is not None:
-                    inputs.append(strain)
-                grads = torch.autograd.grad(
-                    energy.sum(), inputs, create_graph=create_graph, allow_unused=True
-                )
-                k = 0
-                if compute_forces:
-                    g = grads[0]
-                    out["forces"] = -g if g is not None else torch.zeros_like(graph.positions)
-                    k = 1
-                if strain is not None:
-                    g = grads[k]
-                    if g is None:
-                        g = torch.zeros_like(strain)
-                    volume = torch.linalg.det(graph.cell).abs()
-                    has_volume = (volume > 0).view(-1, 1, 1)
-                    # Divide by 1 where there is no volume and put NaN there afterwards: a NaN in the
-                    # forward division would turn the (zero) gradient of those rows into NaN when a
-                    # stress loss is trained on a batch that also holds molecules or clusters.
-                    stress = g / torch.where(has_volume, volume.view(-1, 1, 1), torch.ones_like(g[:, :1, :1]))
-                    stress = torch.where(has_volume, stress, torch.full_like(stress, float("nan")))
-                    out["stress"] = stress[:, [0, 1, 2, 1, 0, 0], [0, 1, 2, 2, 2, 1]]
+        leaf = None
+        if compute_forces:
+            leaf = positions.detach().requires_grad_(True)
+            positions = leaf
+        strain = None
+        if compute_stress:
+            strain = torch.zeros((n_graphs, 3, 3), dtype=dtype, device=positions.device, requires_grad=True)
+            sym = 0.5 * (strain + strain.transpose(1, 2))
+            positions = positions + vector_times_matrix(positions, sym, graph.batch)
+            cell = cell + torch.bmm(cell, sym)
+        vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
+        model_energy = self.model_energies(species, graph.edge_index, vec, graph.batch, n_graphs)
+        energies = model_energy * self.scale.to(dtype) + self.per_element_offsets(dtype)[species]
+        if self.repulsion is not None:
+            energies = energies + self.repulsion(species, graph.edge_index, vec)
+        energy = scatter_sum(energies, graph.batch, n_graphs)
+        return {"energy": energy, "energies": energies}, leaf, strain
+
+    @staticmethod
+    def derivatives(graph: AtomicGraph, positions: Optional[torch.Tensor], strain: Optional[torch.Tensor],
+                    grads: Sequence[Optional[torch.Tensor]]) -> Dict[str, torch.Tensor]:
+        """``forces`` [n_atoms, 3] and ``stress`` [n_graphs, 6] (those whose leaf is not None) from
+        ``grads``, the gradients of the total energy with respect to the leaves of
+        :meth:`differentiable_energy` that are not None, in the order positions, strain."""
+        out: Dict[str, torch.Tensor] = {}
+        k = 0
+        if positions is not None:
+            g = grads[0]
+            out["forces"] = -g if g is not None else torch.zeros_like(graph.positions)
+            k = 1
+        if strain is not None:
+            g = grads[k]
+            if g is None:
+                g = torch.zeros_like(strain)
+            volume = torch.linalg.det(graph.cell).abs()
+            has_volume = (volume > 0).view(-1, 1, 1)
+            # Divide by 1 where there is no volume and put NaN there afterwards: a NaN in the
+            # forward division would turn the (zero) gradient of those rows into NaN when a
+            # stress loss is trained on a batch that also holds molecules or clusters.
+            stress = g / torch.where(has_volume, volume.view(-1, 1, 1), torch.ones_like(g[:, :1, :1]))
+            stress = torch.where(has_volume, stress, torch.full_like(stress, float("nan")))
+            out["stress"] = stress[:, [0, 1, 2, 1, 0, 0], [0, 1, 2, 2, 2, 1]]
         return out
 
