@@ -146,7 +146,8 @@ def gpaw_method(overrides: Dict[str, Any], cache_only: bool = False) -> Method:
     compared with the GPAW results kept in the repository on a machine without GPAW."""
     import importlib.util
 
-    from mlip.workflows.labelling import GPAW_PBE_SETTINGS, kpoint_mesh, labeller
+    from mlip.workflows.kpoints import kpoint_mesh
+    from mlip.workflows.labelling import GPAW_PBE_SETTINGS, labeller
 
     if cache_only and importlib.util.find_spec("gpaw") is None:
         unknown = sorted(set(overrides) - set(GPAW_PBE_SETTINGS))

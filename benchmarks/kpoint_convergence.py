@@ -39,7 +39,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -62,7 +61,7 @@ class Rule:
     even: bool = False
 
     def mesh(self, atoms) -> Tuple[int, int, int]:
-        from mlip.workflows.labelling import kpoint_mesh
+        from mlip.workflows.kpoints import kpoint_mesh
 
         return kpoint_mesh(atoms, self.density, even=self.even)
 
@@ -139,21 +138,9 @@ def item_id(name: str, atoms) -> str:
     return f"{name}.{result_id(atoms)}"
 
 
-def band_edges(calc) -> Dict[str, float]:
-    """Fermi level, band gap (eV; 0 when a band crosses the Fermi level between k-points) and the
-    number of irreducible k-points of a finished GPAW calculation."""
-    fermi = float(calc.get_fermi_level())
-    n_k = len(calc.get_ibz_k_points())
-    eps = np.array([calc.get_eigenvalues(kpt=k) for k in range(n_k)])  # (k, band)
-    below, above = eps[eps <= fermi], eps[eps > fermi]
-    crossing = bool(np.any((eps.min(axis=0) <= fermi) & (eps.max(axis=0) > fermi)))
-    gap = 0.0 if crossing or not len(below) or not len(above) else float(above.min() - below.max())
-    return {"fermi_level_eV": fermi, "gap_eV": gap, "band_crosses_fermi_level": crossing,
-            "n_ibz_kpoints": n_k}
-
-
 def compute(name: str, atoms) -> Dict[str, Any]:
     """The labels of ``atoms`` under rule ``name`` (dataset physics), with cost and metallicity."""
+    from mlip.workflows.kpoints import band_edges
     from mlip.workflows.labelling import GPAW_PBE_SETTINGS, gpaw_calculator, label_atoms
 
     rule = rule_by_name(name)

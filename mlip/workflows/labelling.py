@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from mlip.workflows.kpoints import band_edges, kpoint_mesh
 from mlip.workflows.sharding import load_results, run_sharded
 
 #: the settings of the package's GPAW datasets; different settings make a different dataset
@@ -55,6 +56,18 @@ GPAW_PBE_SETTINGS: Dict[str, Any] = {
     "convergence_energy_eV_per_electron": 1e-6,
     "convergence_forces_eV_per_A": 1e-4,
 }
+#: optional GPAW settings and their defaults (a dataset's provenance lists only those it sets, so the
+#: settings of the first datasets stay as they were): ``kpoint_even`` rounds the mesh up to even sizes;
+#: ``metal_kpoint_density_per_inv_A`` labels a periodic structure whose first calculation finds a metal
+#: (band gap at most ``metal_gap_eV``; 0: a band crosses the Fermi level) again on a denser mesh,
+#: Γ-centred or not and even or not as ``metal_gamma_centred`` and ``metal_kpoint_even`` say
+GPAW_KPOINT_OPTIONS: Dict[str, Any] = {
+    "kpoint_even": False,
+    "metal_kpoint_density_per_inv_A": None,
+    "metal_gamma_centred": True,
+    "metal_kpoint_even": False,
+    "metal_gap_eV": 0.0,
+}
 
 #: the settings of ``chgnet`` labels: the model shipped in the chgnet wheel, on the CPU, isolated atoms
 #: (no neighbour within the cutoff) labelled by the model's per-element reference energy
@@ -67,35 +80,20 @@ CHGNET_LABEL_NOTE = ("CHGNet 0.3.0 predictions (a model trained on MPtrj: PBE an
 LABEL_KEYS = {"energy": "REF_energy", "forces": "REF_forces", "stress": "REF_stress"}
 
 
-def kpoint_mesh(atoms, density: float, even: bool = False) -> Tuple[int, int, int]:
-    """Monkhorst–Pack sizes n_i = ⌈density · |b_i|⌉ along the periodic directions (b_i the reciprocal
-    lattice vectors including 2π, in Å⁻¹; ``density`` in points per Å⁻¹), 1 along the others. ``even``
-    rounds each periodic size up to an even number (a Monkhorst–Pack mesh that is not Γ-centred then
-    leaves Γ out: a shifted mesh)."""
-    if density <= 0:
-        raise ValueError(f"k-point density must be positive, got {density}")
-    sizes = []
-    if atoms.cell.rank == 3:
-        reciprocal = 2 * math.pi * np.linalg.inv(np.asarray(atoms.cell.array, dtype=float)).T
-    for axis in range(3):
-        if not atoms.pbc[axis]:
-            sizes.append(1)
-            continue
-        if atoms.cell.rank != 3:
-            raise ValueError("a structure periodic along some direction needs a full 3-dimensional cell")
-        n = max(1, math.ceil(density * float(np.linalg.norm(reciprocal[axis])) - 1e-9))
-        sizes.append(n + n % 2 if even else n)
-    return tuple(sizes)
+def _settings_mesh(atoms, settings: Dict[str, Any]) -> Tuple[int, int, int]:
+    """The mesh of GPAW ``settings`` for ``atoms``: their density, even sizes where ``kpoint_even``."""
+    return kpoint_mesh(atoms, settings["kpoint_density_per_inv_A"], even=bool(settings.get("kpoint_even")))
 
 
 def gpaw_calculator(atoms, settings: Dict[str, Any], mesh: Optional[Sequence[int]] = None):
     """A GPAW calculator for ``atoms`` with the physics of ``settings`` (the keys of
-    :data:`GPAW_PBE_SETTINGS`) on the Monkhorst–Pack ``mesh`` (default: the settings' k-point density
-    applied to ``atoms``' cell by :func:`kpoint_mesh`), Γ-centred as the settings say."""
+    :data:`GPAW_PBE_SETTINGS`, and :data:`GPAW_KPOINT_OPTIONS`' ``kpoint_even``) on the Monkhorst–Pack
+    ``mesh`` (default: the settings' k-point density applied to ``atoms``' cell by
+    :func:`mlip.workflows.kpoints.kpoint_mesh`), Γ-centred as the settings say."""
     from mlip.extras import require
 
     gpaw = require("gpaw", "dft", "labelling with GPAW")
-    sizes = kpoint_mesh(atoms, settings["kpoint_density_per_inv_A"]) if mesh is None else tuple(mesh)
+    sizes = tuple(_settings_mesh(atoms, settings) if mesh is None else mesh)
     return gpaw.GPAW(
         mode=gpaw.PW(settings["ecut_eV"]),
         xc=settings["xc"],
@@ -109,16 +107,54 @@ def gpaw_calculator(atoms, settings: Dict[str, Any], mesh: Optional[Sequence[int
     )
 
 
+def gpaw_label(atoms, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """GPAW's labels of ``atoms`` (:func:`label_atoms`' record) under ``settings``, with
+    ``label_details``: the k-point mesh and, for a periodic structure, the band gap on it. With
+    ``metal_kpoint_density_per_inv_A`` set, a periodic structure found metallic (gap at most
+    ``metal_gap_eV``) is labelled again on the metal mesh, whose labels are kept (the details then name
+    both meshes and the first gap; the wall time is both calculations')."""
+    first_mesh = _settings_mesh(atoms, settings)
+    calc = gpaw_calculator(atoms, settings, mesh=first_mesh)
+    record = label_atoms(atoms, calc)
+    details: Dict[str, Any] = {"kpoint_mesh": list(first_mesh)}
+    if atoms.pbc.any():
+        details["band_gap_eV"] = band_edges(calc)["gap_eV"]
+    metal_density = settings.get("metal_kpoint_density_per_inv_A")
+    gap_limit = float(settings.get("metal_gap_eV", 0.0))
+    if metal_density and atoms.pbc.any() and details["band_gap_eV"] <= gap_limit:
+        metal = {**settings, "kpoint_density_per_inv_A": float(metal_density),
+                 "gamma_centred": bool(settings.get("metal_gamma_centred", True)),
+                 "kpoint_even": bool(settings.get("metal_kpoint_even", False))}
+        mesh = _settings_mesh(atoms, metal)
+        seconds = record["wall_time_s"]
+        record = label_atoms(atoms, gpaw_calculator(atoms, metal, mesh=mesh))
+        record["wall_time_s"] += seconds
+        details.update({"metal": True, "first_kpoint_mesh": list(first_mesh), "kpoint_mesh": list(mesh)})
+    elif metal_density:
+        details["metal"] = False
+    record["label_details"] = details
+    return record
+
+
 @dataclass
 class Labeller:
     """A reference calculator by name: ``make(atoms)`` returns a fresh ASE calculator for one
-    structure (k-points may depend on the cell); ``provenance`` is written into every labelled frame."""
+    structure (k-points may depend on the cell); ``provenance`` is written into every labelled frame;
+    ``label(atoms)`` gives a structure's labels (:func:`label_atoms` on ``make(atoms)`` unless the
+    calculator labels in a way of its own, e.g. GPAW again on a denser mesh for a metal)."""
 
     name: str
     version: str
     settings: Dict[str, Any]
     make: Callable[[Any], Any] = field(repr=False)
     note: str = ""  #: what the labels are (e.g. a teacher's, not DFT): ``label_note`` in every frame
+    custom_label: Optional[Callable[[Any], Dict[str, Any]]] = field(default=None, repr=False)
+
+    def label(self, atoms) -> Dict[str, Any]:
+        """The labels of ``atoms`` (:func:`label_atoms`' record)."""
+        if self.custom_label is not None:
+            return self.custom_label(atoms)
+        return label_atoms(atoms, self.make(atoms))
 
     @property
     def provenance(self) -> Dict[str, Any]:
@@ -149,14 +185,16 @@ def _version(module: str) -> str:
 
 
 def _full_settings(name: str, settings: Dict[str, Any], defaults: Dict[str, Any], extra: str,
-                   purpose: str) -> Dict[str, Any]:
-    """``defaults`` overridden by ``settings`` after checking that every setting is known (ValueError
-    naming the unknown ones) and that the package ``name`` is installed (the extra's message)."""
+                   purpose: str, optional: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """``defaults`` overridden by ``settings`` after checking that every setting is known (one of
+    ``defaults`` or ``optional``: ValueError naming the unknown ones) and that the package ``name`` is
+    installed (the extra's message). Optional settings appear only where they are given."""
     from mlip.extras import require
 
-    unknown = sorted(set(settings) - set(defaults))
+    accepted = {**defaults, **(optional or {})}
+    unknown = sorted(set(settings) - set(accepted))
     if unknown:
-        raise ValueError(f"unknown {name} setting(s) {', '.join(unknown)}; accepted: {', '.join(defaults)}")
+        raise ValueError(f"unknown {name} setting(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}")
     require(name, extra, purpose)
     return {**defaults, **settings}
 
@@ -193,8 +231,10 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
 
         return Labeller("emt", _version("ase"), {}, lambda atoms: EMT())
     if spec == "gpaw":
-        full = _full_settings("gpaw", settings, GPAW_PBE_SETTINGS, "dft", "labelling with GPAW")
-        return Labeller("gpaw", _version("gpaw"), full, lambda atoms: gpaw_calculator(atoms, full))
+        full = _full_settings("gpaw", settings, GPAW_PBE_SETTINGS, "dft", "labelling with GPAW",
+                              optional=GPAW_KPOINT_OPTIONS)
+        return Labeller("gpaw", _version("gpaw"), full, lambda atoms: gpaw_calculator(atoms, full),
+                        custom_label=lambda atoms: gpaw_label(atoms, full))
     if spec == "chgnet":
         return _chgnet_labeller(settings)
     if spec.count(":") == 1 and all(spec.split(":")):
@@ -282,7 +322,7 @@ def label_structures(structures: Sequence, labeller: Labeller, out_dir: Union[st
     provenance = labeller.provenance
 
     def compute(item_id: str, atoms) -> Dict[str, Any]:
-        return {**label_atoms(atoms, labeller.make(atoms)), **provenance}
+        return {**labeller.label(atoms), **provenance}
 
     costs = [float(len(atoms)) ** 2 for _, atoms in items]
     return run_sharded(items, compute, out_dir, costs=costs, n_shards=n_shards, shard_index=shard_index,
@@ -339,12 +379,14 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
             frame.info[key] = record[key]
         if "label_note" in record:
             frame.info["label_note"] = record["label_note"]
+        if "label_details" in record:  # per structure, e.g. GPAW's k-point mesh and band gap
+            frame.info["label_details"] = json.dumps(record["label_details"], sort_keys=True)
         frame.info["label_wall_time_s"] = float(record.get("wall_time_s", float("nan")))
         frames.append(frame)
     atomic_write(path, lambda tmp: write(tmp, frames, format="extxyz"))
     return len(frames), failed, missing
 
 
-__all__ = ["CHGNET_LABEL_NOTE", "CHGNET_SETTINGS", "GPAW_PBE_SETTINGS", "LABEL_KEYS", "Labeller",
-           "gpaw_calculator", "kpoint_mesh", "label_atoms", "label_structures", "labeller",
-           "labelling_status", "interleaved", "result_id", "structure_id", "write_labelled"]
+__all__ = ["CHGNET_LABEL_NOTE", "CHGNET_SETTINGS", "GPAW_KPOINT_OPTIONS", "GPAW_PBE_SETTINGS", "LABEL_KEYS",
+           "Labeller", "gpaw_calculator", "gpaw_label", "kpoint_mesh", "label_atoms", "label_structures",
+           "labeller", "labelling_status", "interleaved", "result_id", "structure_id", "write_labelled"]

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 from ase.build import bulk, fcc111
 from ase.calculators.emt import EMT
+from ase.io import read
 
 from mlip.data import read_dataset
 from mlip.testing import emt_cells
-from mlip.workflows.labelling import (GPAW_PBE_SETTINGS, interleaved, kpoint_mesh, label_structures, labeller,
-                                      result_id, structure_id, write_labelled)
+from mlip.workflows.kpoints import band_edges, kpoint_mesh
+from mlip.workflows.labelling import (GPAW_PBE_SETTINGS, gpaw_calculator, interleaved, label_structures,
+                                      labeller, result_id, structure_id, write_labelled)
 from mlip.workflows.sharding import result_path
 
 
@@ -167,6 +169,59 @@ def test_gpaw_labels_with_the_dataset_settings(tmp_path):
     assert abs(sample.forces).max() < 1e-3  # diamond: forces vanish by symmetry
     assert sample.stress[3:] == pytest.approx([0, 0, 0], abs=1e-5) and sample.stress[0] == pytest.approx(
         sample.stress[1], abs=1e-7)
+
+
+class BandsOnAMesh:
+    """The eigenvalue interface of a finished GPAW calculation, on given bands [k-points, bands]."""
+
+    def __init__(self, eigenvalues, fermi):
+        self.eigenvalues, self.fermi = np.asarray(eigenvalues, float), fermi
+
+    def get_fermi_level(self):
+        return self.fermi
+
+    def get_ibz_k_points(self):
+        return np.zeros((len(self.eigenvalues), 3))
+
+    def get_eigenvalues(self, kpt):
+        return self.eigenvalues[kpt]
+
+
+def test_band_edges_tell_a_metal_from_a_semiconductor():
+    semiconductor = band_edges(BandsOnAMesh([[-3.0, -1.0, 1.5], [-2.5, -0.5, 0.9]], fermi=0.0))
+    assert semiconductor["gap_eV"] == pytest.approx(1.4) and not semiconductor["band_crosses_fermi_level"]
+    assert semiconductor["n_ibz_kpoints"] == 2
+    # the second band is below the Fermi level at one k-point and above it at the other: a metal
+    metal = band_edges(BandsOnAMesh([[-3.0, -0.2, 2.0], [-2.5, 0.3, 2.2]], fermi=0.0))
+    assert metal["gap_eV"] == 0.0 and metal["band_crosses_fermi_level"]
+
+
+def test_gpaw_labels_a_metal_again_on_the_metal_mesh(tmp_path):
+    pytest.importorskip("gpaw", reason="GPAW is the optional extra 'dft'")
+    with pytest.raises(ValueError, match="unknown gpaw setting.*metal_density"):
+        labeller("gpaw", {"metal_density": 3.0})
+    cheap = {"ecut_eV": 200.0, "kpoint_density_per_inv_A": 1.0, "kpoint_even": True, "gamma_centred": False,
+             "metal_kpoint_density_per_inv_A": 2.0}
+    lab = labeller("gpaw", cheap)
+    assert "metal_gap_eV" not in lab.settings  # optional settings are recorded only where given
+    al, si = bulk("Al", "fcc", a=4.04), bulk("Si", "diamond", a=5.47)
+    al.info["id"], si.info["id"] = "al", "si"
+    assert label_structures([al, si], lab, tmp_path / "run", progress=False)["computed"] == 2
+    write_labelled([al, si], tmp_path / "run", tmp_path / "labelled.xyz")
+    frames = {a.info["id"]: a for a in read(tmp_path / "labelled.xyz", ":")}
+    al_details, si_details = (json.loads(frames[k].info["label_details"]) for k in ("al", "si"))
+    assert al_details["metal"] and al_details["band_gap_eV"] == 0.0
+    assert al_details["first_kpoint_mesh"] == list(kpoint_mesh(al, 1.0, even=True))
+    assert al_details["kpoint_mesh"] == list(kpoint_mesh(al, 2.0))
+    assert not si_details["metal"] and si_details["band_gap_eV"] > 0.3
+    assert si_details["kpoint_mesh"] == list(kpoint_mesh(si, 1.0, even=True))
+    assert "first_kpoint_mesh" not in si_details
+    # the metal's labels are the metal mesh's
+    reference = al.copy()
+    dense = {**lab.settings, "kpoint_density_per_inv_A": 2.0, "gamma_centred": True, "kpoint_even": False}
+    reference.calc = gpaw_calculator(al, dense)
+    energy = reference.get_potential_energy(force_consistent=True)
+    assert frames["al"].info["REF_energy"] == pytest.approx(energy, abs=1e-4)
 
 
 def test_the_command_line_makes_and_labels_a_dataset(tmp_path, capsys):
