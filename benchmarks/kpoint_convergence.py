@@ -73,6 +73,7 @@ RULES: Dict[str, Rule] = {
     "s3.5": Rule(3.5, False, even=True),
     "s4.5": Rule(4.5, False, even=True),
     "s6": Rule(6.0, False, even=True),
+    "g6": Rule(6.0, True),
 }
 REFERENCE = "g8"
 #: the reference checked against a denser one, on cells of at most this many atoms
@@ -188,7 +189,7 @@ def run(sample_path: str, out: str, progress: bool) -> None:
 
 #: per-structure policies scored by ``report``: (cheap rule, dense rule for metals); a structure is a metal
 #: when the cheap calculation's gap is at most the threshold (eV; 0: a band crosses the Fermi level)
-CHEAP, DENSE, GAP_THRESHOLDS = ("g2.5", "s3.5", "s4.5"), ("s4.5", "s6"), (0.0, 0.1, 0.3)
+CHEAP, DENSE, GAP_THRESHOLDS = ("g2.5", "s3.5", "s4.5"), ("s4.5", "s6", "g6", "g8"), (0.0, 0.1, 0.3)
 
 
 def by_structure(results: Dict[str, dict]) -> Dict[str, Dict[str, dict]]:
@@ -226,20 +227,22 @@ def structure_dependent(rows: List[Dict[str, Any]], compositions: Dict[str, Dict
         r["element_constants_meV"] = dict(zip(elements, map(float, mu)))
 
 
+def complete(study: Dict[str, Dict[str, dict]]) -> Dict[str, Dict[str, dict]]:
+    """The structures of ``study`` with a result under every rule of :data:`RULES` (a structure still
+    in progress would score the policies on different structures)."""
+    return {key: rules for key, rules in study.items() if all(name in rules for name in RULES)}
+
+
 def policy_rows(study: Dict[str, Dict[str, dict]], cheap: str, dense: Optional[str], threshold: float,
                 compositions: Dict[str, Dict[str, int]]) -> List[Dict[str, Any]]:
-    """One row per structure that has the reference and the policy's calculations: the errors of the
+    """One row per structure of ``study`` (each with every rule: :func:`complete`): the errors of the
     labels the policy keeps, its cost (wall seconds and irreducible k-points, both calculations where a
     metal is labelled twice) and whether it took the structure for a metal. ``dense`` None: ``cheap``
     everywhere."""
     rows = []
     for key, rules in sorted(study.items()):
-        ref, first = rules.get(REFERENCE), rules.get(cheap)
-        if ref is None or first is None:
-            continue
+        ref, first = rules[REFERENCE], rules[cheap]
         metal = dense is not None and first["gap_eV"] <= threshold
-        if metal and dense not in rules:
-            continue
         kept = rules[dense] if metal else first
         row = {"structure": key, "config_type": ref["config_type"], "n_atoms": ref["n_atoms"], "metal": metal,
                "reference_gap_eV": ref["gap_eV"], "mesh": kept["mesh"],
@@ -325,8 +328,9 @@ def report(out: str, structures_path: Optional[str], run_dir: Optional[str],
     policies += [(c, d, t) for c in CHEAP for d in DENSE for t in GAP_THRESHOLDS
                  if RULES[d].density > RULES[c].density]
     scored = []
+    finished = complete(study)
     for cheap, dense, threshold in policies:
-        rows = policy_rows(study, cheap, dense, threshold, compositions)
+        rows = policy_rows(finished, cheap, dense, threshold, compositions)
         if not rows:
             continue
         worst = worst_by_kind(rows)
@@ -347,6 +351,7 @@ def report(out: str, structures_path: Optional[str], run_dir: Optional[str],
                "targets": TARGETS, "n_results": len(results),
                "n_failed": sum(bool(r.get("failed")) for r in results.values()),
                "structures_with_reference": sum(REFERENCE in r for r in study.values()),
+               "structures_complete": len(finished),
                "reference_against_denser": {"rule": DENSE_CHECK[0], **asdict(DENSE_CHECK[1]),
                                             "rows": dense_check},
                "v1_label_seconds_by_kind": v1_seconds, "policies": scored, "chosen": chosen}

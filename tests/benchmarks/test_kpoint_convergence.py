@@ -78,7 +78,7 @@ def test_report_scores_rules_and_chooses_the_cheapest_policy_that_meets_the_targ
     stress = np.zeros(6)
     # (rule, seconds, per-cell force error in eV/Å): g2.5 and s3.5 miss on the metal, s4.5 and s6 do not
     rules = {"g8": (100.0, [0, 0, 0]), "g2.5": (1.0, [0.0, 0.05, 0.0]), "s3.5": (3.0, [0.0, 0.06, 0.0]),
-             "s4.5": (6.0, [0.0, 0.0, 0.0]), "s6": (14.0, [0.0, 0.0, 0.0])}
+             "s4.5": (6.0, [0.0, 0.0, 0.0]), "s6": (14.0, [0.0, 0.0, 0.0]), "g6": (15.0, [0.0, 0.0, 0.0])}
     for name, (seconds, force_error) in rules.items():
         for atoms, gap, df in zip(cells, gaps, force_error):
             forces = zeros + np.array([[df, 0, 0], [-df, 0, 0]])
@@ -87,8 +87,16 @@ def test_report_scores_rules_and_chooses_the_cheapest_policy_that_meets_the_targ
             record = _record(script, name, atoms, energy, forces, gap, seconds,
                              stress=stress + (0.001 if (name == "g2.5" and gap == 0) else 0))
             write_result(tmp_path, f"{name}.{result_id(atoms)}", record)
+    # a structure in progress (the reference and one rule) is left out of the policies' scores
+    extra = Atoms("Si2", positions=[[0, 0, 0], [1.4, 1.4, 1.4]], cell=np.eye(3) * 6.0, pbc=True)
+    extra.info.update({"config_type": "prototype", "id": "cell-3"})
+    write(tmp_path / "sample.xyz", cells + [extra], format="extxyz")
+    for name, energy in (("g8", -5.0), ("g2.5", -4.0)):
+        record = _record(script, name, extra, energy, zeros, 0.0, 1.0, stress=stress)
+        write_result(tmp_path, f"{name}.{result_id(extra)}", record)
     summary = script.report(str(tmp_path), None, None, str(tmp_path / "record.json"))
-    assert (tmp_path / "record.json").is_file() and summary["structures_with_reference"] == 3
+    assert (tmp_path / "record.json").is_file() and summary["structures_with_reference"] == 4
+    assert summary["structures_complete"] == 3
     scored = {p["policy"]: p for p in summary["policies"]}
     g25 = scored["g2.5"]["kinds"]["prototype"]
     assert g25["energy_meV_per_atom"] == pytest.approx(0.0, abs=1e-9)  # the element constants removed
