@@ -138,8 +138,9 @@ def gpaw_label(atoms, settings: Dict[str, Any]) -> Dict[str, Any]:
 
 @dataclass
 class Labeller:
-    """A reference calculator by name: ``make(atoms)`` returns a fresh ASE calculator for one
-    structure (k-points may depend on the cell); ``provenance`` is written into every labelled frame;
+    """A reference calculator by name: ``make(atoms)`` returns the ASE calculator of one structure (a
+    fresh one where the settings depend on the cell, as GPAW's k-points do; otherwise one instance
+    shared by every structure); ``provenance`` is written into every labelled frame;
     ``label(atoms)`` gives a structure's labels (:func:`label_atoms` on ``make(atoms)`` unless the
     calculator labels in a way of its own, e.g. GPAW again on a denser mesh for a metal)."""
 
@@ -247,10 +248,12 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
         if not isinstance(cls, type):
             raise ValueError(f"calculator {spec!r}: module {module_name!r} has no class {attr!r}")
         try:
-            cls(**settings)
+            shared = cls(**settings)
         except TypeError as err:
             raise ValueError(f"calculator {spec!r} does not accept the settings {settings}: {err}") from None
-        return Labeller(spec, _version(module_name.split(".")[0]), settings, lambda atoms: cls(**settings))
+        # one instance for every structure (an ASE calculator recomputes whenever the atoms change): a
+        # model-based calculator loads its weights once, not once per structure (SevenNet: 3.7 s each)
+        return Labeller(spec, _version(module_name.split(".")[0]), settings, lambda atoms: shared)
     raise ValueError(f"unknown calculator {spec!r}: give emt, gpaw, chgnet or an ASE calculator class as "
                      "'package.module:Class'")
 

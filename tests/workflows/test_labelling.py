@@ -92,6 +92,29 @@ class NoSettings(EMT):
         super().__init__()
 
 
+class CountedEMT(EMT):
+    """EMT that counts its instances (a model-based calculator loads its weights in __init__)."""
+
+    made = 0
+
+    def __init__(self):
+        super().__init__()
+        CountedEMT.made += 1
+
+
+def test_a_calculator_class_is_made_once_for_all_structures(tmp_path):
+    cells = emt_cells(3, seed=1, label=False)
+    CountedEMT.made = 0
+    lab = labeller(f"{__name__}:CountedEMT")
+    assert label_structures(cells, lab, tmp_path / "run", progress=False)["computed"] == 3
+    assert CountedEMT.made == 1
+    write_labelled(cells, tmp_path / "run", tmp_path / "l.xyz")
+    for atoms, sample in zip(cells, read_dataset(tmp_path / "l.xyz")):  # each structure its own labels
+        ref = atoms.copy()
+        ref.calc = EMT()
+        assert sample.energy == pytest.approx(ref.get_potential_energy(), abs=1e-10)
+
+
 def test_failures_are_recorded_and_reported_not_dropped(tmp_path):
     cells = [bulk("Cu", "fcc", a=3.6, cubic=True), bulk("Au", "fcc", a=4.08, cubic=True)]
     counts = label_structures(cells, labeller(f"{__name__}:FailsOnGold"), tmp_path / "run", progress=False)
