@@ -52,7 +52,8 @@ def atomic_write(path: Union[str, Path], write) -> None:
     """Call ``write(tmp_path)`` then atomically rename onto ``path`` (no half-written files).
 
     The file gets the permissions a plain ``open(path, "w")`` would give it (0666 minus the umask),
-    whatever ``write`` does: some writers (safetensors) recreate the file private (0600).
+    whatever ``write`` does: some writers (safetensors) recreate the file private (0600). An OS error
+    (disk full, ...) in writing names ``path``, where the writer reported the temporary file or no file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,10 +64,28 @@ def atomic_write(path: Union[str, Path], write) -> None:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        code = _os_errno(err, tmp)
+        if code is not None:
+            raise OSError(code, os.strerror(code), str(path)) from err
         raise
+
+
+def _os_errno(err: BaseException, tmp: str) -> Optional[int]:
+    """The errno of an OS error met in writing ``tmp`` (naming ``tmp`` or no file), also from a writer
+    that reports it in an exception of its own (safetensors, in Rust, ends its message with
+    ``(os error N)``); None for any other exception."""
+    if isinstance(err, OSError):
+        return err.errno if err.filename is None or os.fsdecode(err.filename) == tmp else None
+    if isinstance(err, Exception):
+        import re
+
+        match = re.search(r"\(os error (\d+)\)", str(err))
+        if match:
+            return int(match.group(1))
+    return None
 
 
 def jsonable(value: Any) -> Any:

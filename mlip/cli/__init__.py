@@ -11,8 +11,11 @@
 calculator class (``ase.calculators.emt:EMT``). Bad input (unreadable file, unknown element, NaN
 coordinates, unknown model, ...) and a missing optional extra print ``mlip: error: <message>`` and exit
 with status 2; a simulation that fails at run time exits with status 1; ``mlip relax`` exits with status 3
-(``EXIT_NOT_CONVERGED``) when the relaxation did not converge, after writing its result. Set
-``MLIP_DEBUG=1`` for tracebacks.
+(``EXIT_NOT_CONVERGED``) when the relaxation did not converge, after writing its result. An OS error is
+one line too, ``mlip: error: PATH: REASON``, with status 1 when the machine ran out of something (disk
+full, quota, file size limit, I/O error) and 2 otherwise (permission denied, a read-only folder, a file
+where a folder should be). A command that writes a folder holds its run lock (:mod:`mlip.run_lock`,
+through :func:`mlip.cli.common.lock_output_folder`) until it ends. Set ``MLIP_DEBUG=1`` for tracebacks.
 
 One module per subcommand (:mod:`mlip.cli.md`, :mod:`mlip.cli.relax`, ...), each with
 ``add_parser(subparsers)`` and ``run(args)``; :mod:`mlip.cli.common` and :mod:`mlip.cli.arguments`
@@ -26,7 +29,7 @@ import os
 import sys
 from typing import List, Optional
 
-from mlip.cli.common import EXIT_NOT_CONVERGED, PROG, CLIError
+from mlip.cli.common import EXIT_NOT_CONVERGED, PROG, CLIError, end_command, os_error_message, start_command
 
 #: exit status when the reader of stdout stopped early (``mlip info … | head -1``): quiet, with the
 #: status of a Unix tool ended by SIGPIPE (128 + 13), which ``set -o pipefail`` sees as such tools
@@ -99,6 +102,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     threads = getattr(args, "threads", None)
     debug = os.environ.get("MLIP_DEBUG", "") not in ("", "0")
     previous_threads = None
+    start_command(argv)
     try:
         if threads is not None:
             import torch
@@ -111,16 +115,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except (CLIError, ValueError, FileNotFoundError, PropertyNotImplementedError, OSError,
-            MissingExtraError) as err:
+    except OSError as err:  # permission denied, disk full, a file where a folder should be, ...
         if isinstance(err, BrokenPipeError) and _stdout_closed():
             return EXIT_BROKEN_PIPE  # the reader stopped (``mlip info … | head -1``): not an error
         if debug:
             raise
-        msg = str(err) or type(err).__name__
-        if isinstance(err, FileNotFoundError) and err.filename and str(err.filename) not in msg:
-            msg = f"{msg}: {err.filename}"
+        msg, status = os_error_message(err)
         print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return status
+    except (CLIError, ValueError, PropertyNotImplementedError, MissingExtraError) as err:
+        if debug:
+            raise
+        print(f"{PROG}: error: {str(err) or type(err).__name__}", file=sys.stderr)
         return 2
     except RuntimeError as err:
         if debug:
@@ -128,6 +134,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 1
     finally:
+        end_command()  # the run locks of its output folders
         if previous_threads is not None:  # main() may run inside a larger program (tests)
             import torch
 

@@ -6,13 +6,27 @@ A :class:`CLIError` is bad command-line input; :func:`mlip.cli.main` reports it 
 
 from __future__ import annotations
 
+import errno
+import shlex
 import sys
 import warnings
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 PROG = "mlip"
 EXIT_NOT_CONVERGED = 3  # mlip relax: the relaxed structure is written, but fmax was not reached
+#: errno values of OS errors that are failures at run time (exit status 1: the machine ran out of something);
+#: any other OS error is about a path the user gave (exit status 2)
+RUN_TIME_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ENOMEM})
+#: of those, the ones only a write raises: their message names the output folder being written
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+# The running command (one per process, set by mlip.cli.main): its command line, recorded in the run
+# locks of its output folders, and those locks, released when it ends.
+_command_line = PROG
+_run_locks = ExitStack()
+_locked_folders: List[Path] = []
 
 
 class CLIError(Exception):
@@ -55,6 +69,63 @@ def refuse_existing(paths, overwrite: bool, instead: str) -> None:
     existing = [str(p) for p in paths if Path(p).exists()]
     if existing and not overwrite:
         raise CLIError(f"{', '.join(existing)} exist(s); {instead} or pass --overwrite")
+
+
+def start_command(argv: Sequence[str]) -> None:
+    """Record the command line of the ``mlip`` command now starting (for its run locks)."""
+    global _command_line
+    _command_line = shlex.join([PROG, *map(str, argv)])
+
+
+def end_command() -> None:
+    """Release the run locks the command took (:func:`lock_output_folder`), however it ended."""
+    _locked_folders.clear()
+    _run_locks.close()
+
+
+def lock_output_folder(path, *, sharding: Optional[Tuple[Optional[int], Optional[int]]] = None,
+                       writer: bool = True, option: str = "--out-dir") -> Path:
+    """Create output folder ``path`` and hold its run lock until the command ends (:mod:`mlip.run_lock`):
+    a second run into the folder is refused at once, naming this one (CLIError; ``option`` is the
+    argument that chose the folder). ``sharding``: (number of shards, shard index) of a sharded command
+    as given (None each: from a Slurm array, torchrun or 1 shard), whose shards share the folder.
+    ``writer``: False for a process that computes but does not write (an MPI rank > 0 of a GPAW
+    calculation, a torchrun rank > 0 of a training), which takes no lock."""
+    from mlip.run_lock import FolderInUseError, folder_lock
+
+    if not writer:
+        return Path(path)
+    shard = None
+    if sharding is not None:
+        from mlip.workflows.sharding import shard_from_environment
+
+        count, index = shard_from_environment(*sharding)
+        shard = (index, count)
+    try:
+        folder = _run_locks.enter_context(folder_lock(path, shard=shard, command=_command_line, note=note))
+    except FolderInUseError as err:
+        sharded = shard is not None and shard[1] > 1
+        raise CLIError(f"{err}; wait for it to end" + ("" if sharded else f" or choose another {option}")) \
+            from None
+    _locked_folders.append(folder)
+    return folder
+
+
+def os_error_message(err: OSError) -> Tuple[str, int]:
+    """The one-line message and exit status of an OS error: ``PATH: STRERROR``; status 1 for the machine
+    running out of something (:data:`RUN_TIME_ERRNOS`: disk full, quota, file size limit, I/O error),
+    else 2 (a path the user gave: permission denied, read-only, a file where a folder should be)."""
+    if err.errno is None or not err.strerror:  # raised with a message of its own
+        msg = str(err) or type(err).__name__
+        if err.filename and str(err.filename) not in msg:
+            msg = f"{msg}: {err.filename}"
+        return msg, 2
+    msg = err.strerror
+    if err.filename is not None:
+        msg = f"{err.filename}: {msg}" + (f" -> {err.filename2}" if err.filename2 is not None else "")
+    elif err.errno in _WRITE_ERRNOS and _locked_folders:  # a write with no file name: say where
+        msg = f"{msg} (writing into {', '.join(map(str, _locked_folders))})"
+    return msg, 1 if err.errno in RUN_TIME_ERRNOS else 2
 
 
 def read_structure(path: str, index: int = -1, format: Optional[str] = None, majority_species: bool = False):

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Optional, Sequence
 
-from mlip.cli.common import CLIError
+from mlip.cli.common import CLIError, lock_output_folder
 
 
 def parse_setting(text: str):
@@ -58,6 +58,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as err:  # ASE raises many kinds for a malformed file
         raise CLIError(f"cannot read structures from {args.input!r}: {err}") from None
     lab = labeller(args.calculator, dict(args.setting))
+    # Shards share the folder; of the MPI ranks of one GPAW calculation only the writing one locks it.
+    lock_output_folder(args.out_dir, sharding=(args.shards, args.shard_index), writer=lab.is_writer)
     counts = label_structures(structures, lab, args.out_dir, n_shards=args.shards,
                               shard_index=args.shard_index, progress=not args.no_progress)
     if not lab.is_writer:

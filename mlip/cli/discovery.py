@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlip.cli.arguments import add_compile_arg, nonneg_int, positive_float, positive_int
-from mlip.cli.common import CLIError, calc_label, load_model
+from mlip.cli.common import CLIError, calc_label, load_model, lock_output_folder
 
 
 def run_relax(args) -> int:
@@ -38,6 +38,7 @@ def run_relax(args) -> int:
         materials = read_structures(args.structures, key=args.structure_key)
     except ValueError as err:
         raise CLIError(str(err)) from None
+    lock_output_folder(args.out_dir, sharding=(args.n_shards, args.shard_index))
     calc, label = load_model(args.model, args.device, args.dtype, args.compile)
     potential = potential_of(calc)
     n_entries = sum(m.entry is not None for m in materials)
@@ -76,6 +77,7 @@ def run_join(args) -> int:
     """Merge the shards into the submission files and print what was written."""
     from mlip.workflows.discovery.join import join_discovery
 
+    lock_output_folder(args.out_dir or args.run_dirs[0])
     res = join_discovery(args.run_dirs, args.elemental_refs, out_dir=args.out_dir, entries=args.entries,
                          date=args.date, allow_missing=args.allow_missing)
     print(f"materials: {res['n_materials']} ({res['n_failed']} failed, {res['n_missing']} missing, "
@@ -90,6 +92,7 @@ def run_metrics(args) -> int:
     from mlip.workflows.discovery.metrics import discovery_metrics, format_summary
 
     out_dir = args.out_dir or str(Path(args.predictions).parent)
+    lock_output_folder(out_dir)
     result = discovery_metrics(args.predictions, args.reference, geo_opt=args.geo_opt,
                                reference_structures=args.reference_structures, kappa_srme=args.kappa_srme,
                                out_dir=out_dir, plot=not args.no_plot, progress=not args.no_progress,
@@ -104,6 +107,7 @@ def run_emt_benchmark(args) -> int:
     """Build the miniature EMT benchmark in OUT_DIR."""
     from mlip.workflows.discovery.emt_benchmark import generate_emt_benchmark
 
+    lock_output_folder(args.out_dir, option="OUT_DIR")
     m = generate_emt_benchmark(args.out_dir, seed=args.seed, n_candidates=args.n, fmax=args.fmax,
                                steps=args.steps, progress=not args.no_progress)
     print(f"candidates: {m['n_candidates']} ({m['n_stable']} stable, prevalence {m['prevalence']:.3f}); "
@@ -117,6 +121,7 @@ def run_teacher_benchmark(args) -> int:
     """Build the miniature benchmark in OUT_DIR with a calculator (the teacher) as the truth."""
     from mlip.workflows.discovery.teacher_benchmark import generate_teacher_benchmark
 
+    lock_output_folder(args.out_dir, option="OUT_DIR")
     m = generate_teacher_benchmark(args.out_dir, calculator=args.calculator, systems=args.systems,
                                    seed=args.seed, n_candidates=args.n, fmax=args.fmax, steps=args.steps,
                                    calculator_settings=dict(args.setting), progress=not args.no_progress)

@@ -50,8 +50,13 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     """Run (or resume) the distillation; one line per stage."""
+    from mlip.cli.common import lock_output_folder
     from mlip.workflows.distill import distill
+    from mlip.workflows.labelling import labeller
 
+    # Shards share the folder; of the MPI ranks of one GPAW teacher only the writing one locks it.
+    lock_output_folder(args.out_dir, sharding=(args.shards, args.shard_index),
+                       writer=labeller(args.teacher, dict(args.setting)).is_writer)
     result = distill(args.elements, args.teacher, args.out_dir, settings=dict(args.setting),
                      counts=kind_counts(args, DEFAULT_COUNTS), seed=args.seed, student=args.student,
                      fractions=args.fractions, epochs=args.epochs, minutes=args.minutes, n_shards=args.shards,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import List
 
 from mlip.cli.arguments import positive_int
-from mlip.cli.common import CLIError, load_model
+from mlip.cli.common import CLIError, load_model, lock_output_folder
+
+EVAL_OUTPUTS = ("metrics.json", "parity.png")  # what run writes to --out-dir
 
 
 def add_parser(subparsers) -> None:
@@ -25,6 +28,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--forces-key", default=None)
     p.add_argument("--stress-key", default=None)
     p.add_argument("--out-dir", default="eval", help="metrics.json and parity.png (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier evaluation's results in --out-dir (default: refuse to start)")
     p.set_defaults(func=run)
 
 
@@ -36,6 +41,8 @@ def run(args) -> int:
     from mlip.io import write_json
     from mlip.workflows.model_loading import potential_of
 
+    out_dir = lock_output_folder(args.out_dir)
+    earlier = _earlier_results(out_dir, args.overwrite)
     calc, label = load_model(args.model, args.device, args.dtype)
     if not Path(args.data).is_file():
         raise CLIError(f"data file {args.data!r} does not exist")
@@ -63,8 +70,8 @@ def run(args) -> int:
     metrics = error_metrics(preds)
     for key, value in metrics.items():
         print(f"  {key}: {value:.4g}")
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in earlier:  # no file of the earlier evaluation is left to be mistaken for this one's
+        (out_dir / name).unlink()
     write_json(out_dir / "metrics.json",
                {"model": label, "data": str(args.data), "n_structures": len(samples), **metrics})
     try:
@@ -74,3 +81,18 @@ def run(args) -> int:
         plot = " (no parity plot: matplotlib is not installed)"
     print(f"wrote: {out_dir}/ metrics.json{plot}")
     return 0
+
+
+def _earlier_results(out_dir: Path, overwrite: bool) -> List[str]:
+    """The files of an earlier evaluation in ``out_dir``, which ``overwrite`` replaces; without it a
+    CLIError naming them and the model and data they are of."""
+    from mlip.io import read_json
+
+    earlier = [name for name in EVAL_OUTPUTS if (out_dir / name).exists()]
+    if earlier and not overwrite:
+        record = read_json(out_dir / "metrics.json")
+        of = (f" (model {record.get('model')!r} on {record.get('data')!r})"
+              if isinstance(record, dict) and "model" in record else "")
+        raise CLIError(f"{out_dir} already holds {', '.join(earlier)} of an earlier evaluation{of}: choose "
+                       f"another --out-dir, or pass --overwrite to replace them")
+    return earlier

@@ -13,7 +13,8 @@ from mlip.cli.arguments import (
     positive_int,
     supercell_arg,
 )
-from mlip.cli.common import CLIError, calc_label, check_species, load_model, read_structure
+from mlip.cli.common import (CLIError, calc_label, check_species, load_model, lock_output_folder,
+                              read_structure)
 
 
 def _kappa_kwargs(args) -> dict:
@@ -97,6 +98,7 @@ def _run_batch(args) -> int:
         if getattr(args, flag) is not None:
             raise CLIError(f"--{flag.replace('_', '-')} is not used with --batch: each structure carries "
                            f"its own in atoms.info")
+    lock_output_folder(out_dir, sharding=(args.n_shards, args.shard_index))
     calc, label = load_model(args.model, args.device, "float64", args.compile)
     for mid, atoms in items:
         check_species(atoms, calc, f"{args.structure} ({mid})")
@@ -130,6 +132,7 @@ def _run_one(args) -> int:
     out_dir = Path(args.out_dir)
     temperature = args.temperatures[0]
     atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
+    lock_output_folder(out_dir)
     calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
     print(f"model:     {label} ({calc_label(calc)})")

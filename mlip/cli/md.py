@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import List
 
 from mlip.cli.arguments import add_model_args, nonneg_float, nonneg_int, positive_float, positive_int
-from mlip.cli.common import CLIError, calc_label, check_species, load_model, read_structure
+from mlip.cli.common import (CLIError, calc_label, check_species, load_model, lock_output_folder, note,
+                              read_structure)
 
 
 MD_OUTPUTS = ("md.traj", "md.log", "energy.png", "md_summary.json")  # what run writes to --out-dir
+SUMMARY = "md_summary.json"  # written last but the plot: a run without it did not finish
 
 
 def add_parser(subparsers) -> None:
@@ -43,20 +46,12 @@ def run(args) -> int:
 
     atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
     atoms = _repeated(atoms, args.supercell)
-    out_dir = Path(args.out_dir) if args.out_dir else Path(f"{Path(args.structure).stem}_md")
-    earlier = [name for name in MD_OUTPUTS if (out_dir / name).exists()]
-    if earlier and not args.overwrite:
-        # Appending would mix two runs in one trajectory; replacing them needs an explicit choice.
-        raise CLIError(f"{out_dir} already holds {', '.join(earlier)} from an earlier run: choose another "
-                       f"--out-dir, or pass --overwrite to replace them")
+    out_dir = lock_output_folder(args.out_dir or f"{Path(args.structure).stem}_md")
+    earlier = _earlier_run(out_dir, args.overwrite)
     calc, label = load_model(args.model, args.device, args.dtype, args.compile)
     check_species(atoms, calc, args.structure)
-    for name in earlier:  # --overwrite: no file of the earlier run is left to be mistaken for this one's
+    for name in earlier:  # no file of the earlier run is left to be mistaken for this one's
         (out_dir / name).unlink()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise CLIError(f"cannot create output directory {str(out_dir)!r}: {err}") from None
     _print_settings(args, atoms, calc, label)
     result = run_md(
         atoms,
@@ -74,7 +69,7 @@ def run(args) -> int:
         progress=not args.no_progress,
         barostat=args.barostat,
     )
-    _write_summary(args, calc, label, result, out_dir / "md_summary.json")
+    _write_summary(args, calc, label, result, out_dir / SUMMARY)
     plot_note = ""
     try:
         save_energy_plot(result, out_dir / "energy.png")
@@ -83,6 +78,26 @@ def run(args) -> int:
     _print_result(args, result)
     print(f"wrote:     {out_dir}/ md.traj md.log energy.png md_summary.json{plot_note}")
     return 0
+
+
+def _earlier_run(out_dir: Path, overwrite: bool) -> List[str]:
+    """The files of an earlier run in ``out_dir`` that this run replaces: all of them with ``overwrite``,
+    else only an empty md.traj/md.log of a run stopped before its first step (with a note). Any other
+    earlier file is refused (CLIError): appending would mix two runs in one trajectory, and MD does not
+    resume. The message tells a finished run (it has md_summary.json) from one that did not finish."""
+    earlier = [name for name in MD_OUTPUTS if (out_dir / name).exists()]
+    if not earlier or overwrite:
+        return earlier
+    if SUMMARY in earlier:
+        raise CLIError(f"{out_dir} already holds {', '.join(earlier)} from an earlier run: choose another "
+                       f"--out-dir, or pass --overwrite to replace them")
+    if all((out_dir / name).stat().st_size == 0 for name in earlier):
+        note(f"NOTE: {out_dir}: replacing the empty {', '.join(earlier)} of an earlier run that was stopped "
+             f"before its first step")
+        return earlier
+    raise CLIError(f"{out_dir} holds {', '.join(earlier)} of an earlier run that did not finish (no "
+                   f"{SUMMARY}: it was stopped or failed) and MD does not resume: pass --overwrite to "
+                   f"replace them, or choose another --out-dir")
 
 
 def _repeated(atoms, supercell):

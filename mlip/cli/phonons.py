@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mlip.cli.arguments import (
     add_model_args,
     mesh_arg,
@@ -12,7 +10,7 @@ from mlip.cli.arguments import (
     positive_float,
     supercell_arg,
 )
-from mlip.cli.common import calc_label, check_species, load_model, read_structure
+from mlip.cli.common import calc_label, check_species, load_model, lock_output_folder, read_structure
 
 
 def add_parser(subparsers) -> None:
@@ -52,9 +50,9 @@ def run(args) -> int:
     from mlip.workflows.phonons import run_phonons
 
     atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
+    out_dir = lock_output_folder(args.out_dir)
     calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
-    out_dir = Path(args.out_dir)
     kwargs = dict(
         supercell=supercell_arg(args.supercell, "--supercell"),
         displacement=args.displacement,

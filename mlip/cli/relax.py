@@ -13,6 +13,7 @@ from mlip.cli.common import (
     load_model,
     note,
     read_structure,
+    refuse_existing,
 )
 
 
@@ -48,6 +49,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--symprec", type=positive_float, default=0.01,
                    help="tolerance (Å) of the symmetry --fix-symmetry keeps (default: 0.01)")
     p.add_argument("--trajectory", help="optional ASE .traj file of the optimisation")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --output (and --trajectory) file (default: refuse to start)")
     p.set_defaults(func=run)
 
 
@@ -59,9 +62,12 @@ def run(args) -> int:
     from mlip.workflows.relax import relax
 
     atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
+    output = Path(args.output) if args.output else Path(f"{Path(args.structure).stem}_relaxed.extxyz")
+    # An earlier result (of any model) is replaced only when asked to, before any work is done.
+    refuse_existing([output] + ([args.trajectory] if args.trajectory else []), args.overwrite,
+                    "choose another --output (-o)" + (" and --trajectory" if args.trajectory else ""))
     calc, label = load_model(args.model, args.device, args.dtype, args.compile)
     check_species(atoms, calc, args.structure)
-    output = Path(args.output) if args.output else Path(f"{Path(args.structure).stem}_relaxed.extxyz")
     bulk = bool(atoms.pbc.all())
     mode = "positions + cell (FrechetCellFilter)" if bulk and args.cell_filter else "positions only"
     print(f"model:     {label} ({calc_label(calc)})")
@@ -96,6 +102,10 @@ def run(args) -> int:
     )
     try:
         ase.io.write(str(output), out_atoms)
+    except OSError as err:  # permission denied, disk full, ...: reported by mlip.cli.main, naming the file
+        if err.errno is None:
+            raise CLIError(f"cannot write {str(output)!r}: {err}") from None
+        raise type(err)(err.errno, err.strerror, str(output)) from None
     except Exception as err:
         raise CLIError(f"cannot write {str(output)!r}: {err}") from None
     n = len(relaxed)

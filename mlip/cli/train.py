@@ -19,11 +19,17 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     """Train from the YAML config and print the last validation errors."""
+    import os
+
+    from mlip.cli.common import lock_output_folder
     from mlip.training import TrainConfig, train
 
     config = TrainConfig.from_yaml(args.config)
     if args.out_dir:
         config.out_dir = args.out_dir
+    # Under torchrun every rank runs this and rank 0 alone writes the run's files: it alone takes the lock.
+    lock_output_folder(config.out_dir, writer=int(os.environ.get("RANK", "0")) == 0,
+                       option="--out-dir (or out_dir in the config)")
     print(f"training {config.model['name']} on {config.data.train} -> {config.out_dir}/"
           + (" (resuming)" if args.resume else ""), flush=True)
     result = train(config, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite)

@@ -10,7 +10,8 @@
    ``config_type`` split separately and frames of one group (an MD trajectory) kept together, as
    ``mlip data split`` does; isolated atoms always go to training (they set the reference energies);
 4. ``training/``: :func:`mlip.training.train` (the trainer of ``mlip train``, resumed from its
-   train state), then ``student.safetensors``, the best weights, which ``mlip md --model`` loads;
+   train state; the folder's run lock, :mod:`mlip.run_lock`, lets one process train at a time), then
+   ``student.safetensors``, the best weights, which ``mlip md --model`` loads;
 5. ``evaluation.json``: the student against the teacher's labels of the test part (energy per atom,
    forces, stress; in all and per ``config_type``), redone on every run.
 
@@ -351,8 +352,11 @@ def distill(elements: Sequence[str], teacher: str = "emt", out_dir: Union[str, P
     t0 = time.perf_counter()
     training_dir = out_dir / TRAINING_DIR
     config.setdefault("seed", int(seed))
-    result = _train(config, parts, training_dir, None if epochs is None else int(epochs), minutes, progress,
-                    log)
+    from mlip.run_lock import folder_lock
+
+    with folder_lock(training_dir):  # shards that finish labelling together: one trains, the other is refused
+        result = _train(config, parts, training_dir, None if epochs is None else int(epochs), minutes,
+                        progress, log)
     student_path = out_dir / STUDENT_NAME
     atomic_write(student_path, lambda tmp: shutil.copyfile(result.best, tmp))
     last = result.history[-1] if result.history else {}

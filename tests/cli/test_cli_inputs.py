@@ -157,6 +157,50 @@ def test_md_refuses_an_out_dir_with_an_earlier_run_unless_overwrite(tmp_path, ca
     assert (other / "notes.txt").read_text() == "mine" and (other / "md.traj").is_file()
 
 
+# ------------------------------------------------------------------------------ md settings and explosions
+def test_md_refuses_implausible_settings_and_options_its_ensemble_ignores(tmp_path, capsys):
+    out_dir = tmp_path / "md"
+    base = ["md", CU_CIF, "--model", EMT, "--steps", "2", "--no-progress", "--out-dir", out_dir]
+    outside = "is outside the plausible range of MD"
+    refused = {("--temperature", "1e9"): f"temperature 1e+09 K {outside} (0 to 10000 K",
+               ("--timestep", "1000"): f"timestep 1000 fs {outside} (0.01 to 10 fs",
+               ("--ensemble", "npt", "--pressure", "1e5"): f"pressure 100000 GPa {outside} (-100 to 1000 GPa",
+               ("--pressure", "5"): "--pressure applies to --ensemble npt only (this run is nve)",
+               ("--ensemble", "npt", "--friction", "0.1"): "--friction applies to --ensemble nvt only",
+               ("--barostat", "anisotropic"): "--barostat applies to --ensemble npt only",
+               ("--temperature", "-5"): "must be a non-negative number",
+               ("--timestep", "0"): "must be a positive",
+               ("--ensemble", "npt", "--pressure", "nan"): "must be a finite number"}
+    for options, fragment in refused.items():
+        code, _, err = run_cli(capsys, *base, *options)
+        assert code == 2 and fragment in err and "Traceback" not in err, (options, err)
+        if "plausible" in fragment:
+            assert "pass --allow-extreme to run it anyway" in err
+        assert not out_dir.exists()
+    code, _, err = run_cli(capsys, *base, "--timestep", "12", "--allow-extreme")
+    assert code == 0, err
+    assert json.loads((out_dir / "md_summary.json").read_text())["settings"]["timestep_fs"] == 12
+
+
+def test_md_that_explodes_stops_with_its_files_readable(tmp_path, capsys):
+    out_dir = tmp_path / "md"
+    code, _, err = run_cli(capsys, "md", CU_CIF, "--model", EMT, "--supercell", "2", "--timestep", "60",
+                           "--allow-extreme", "--steps", "300", "--log-interval", "5", "--seed", "0",
+                           "--no-progress", "--out-dir", out_dir)
+    assert code == 1 and "the simulation exploded" in err and "hold the run up to step 0" in err, err
+    assert len(read(out_dir / "md.traj", index=":")) == 1
+    assert len((out_dir / "md.log").read_text().splitlines()) == 2
+    assert not (out_dir / "md_summary.json").exists()  # the run did not finish
+
+
+def test_md_too_large_for_the_memory_is_refused_before_any_file(tmp_path, capsys):
+    out_dir = tmp_path / "md"
+    code, _, err = run_cli(capsys, "md", CU_CIF, "--supercell", "60", "--steps", "1", "--no-progress",
+                           "--out-dir", out_dir)
+    assert_clean_error(code, err, "864,000 atoms with about 77 neighbours each", "GB is available")
+    assert not (out_dir / "md.traj").exists() and not (out_dir / "md.log").exists()
+
+
 # ------------------------------------------------------------------------------ relax exit status
 def test_relax_that_does_not_converge_exits_3_and_still_writes(tmp_path, capsys):
     structure = tmp_path / "cu.extxyz"
@@ -171,7 +215,7 @@ def test_relax_that_does_not_converge_exits_3_and_still_writes(tmp_path, capsys)
     relaxed = read(out_path)
     assert relaxed.info["converged"] is False and relaxed.info["n_steps"] == 2
     code, out, err = run_cli(capsys, "relax", structure, "--model", EMT, "--fmax", "0.05", "--no-progress",
-                         "-o", out_path)
+                         "-o", out_path, "--overwrite")  # the earlier result is replaced only when asked
     assert code == 0 and "converged: yes" in out
 
 
@@ -191,7 +235,7 @@ def test_eval_on_a_cif_points_to_the_format_option(tmp_path, capsys):
     assert code == 0, err
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["n_structures"] == 1 and metrics["energy_mae_meV_per_atom"] < 1e-6  # EMT on EMT labels
-    code, _, err = run_cli(capsys, "eval", EMT, data, "--format", "db", "--out-dir", tmp_path / "ev")
+    code, _, err = run_cli(capsys, "eval", EMT, data, "--format", "db", "--out-dir", tmp_path / "ev-db")
     assert_clean_error(code, err, "cu_labels.txt", "not an ASE database")
 
 

@@ -2,16 +2,22 @@
 
 Each row carries a hidden case id (``<!-- case: ID -->`` in its first cell) naming a function below
 that sets the mistake up in a fresh folder and returns the command line. The row's exit status must
-be the one ``main`` returns; for status 2 stderr must be exactly one line, ``mlip: error: ...``, holding
-the row's message fragment (the text between backticks in its second cell, ``…`` standing for any
-text); for status 3 (a relaxation that did not converge) stderr must hold the fragment and no error
-line. A row without a case, or a case without a row, fails.
+be the one ``main`` returns; for status 2 (bad input) and 1 (a failure at run time) stderr must be exactly
+one line, ``mlip: error: ...``, holding the row's message fragment (the text between backticks in its
+second cell, ``…`` standing for any text); for status 0 (a note) and 3 (a relaxation that did not
+converge) stderr must hold the fragment and no error line. A row without a case, or a case without a row,
+fails.
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 import re
+import shlex
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,7 @@ from ase.io import write
 from mlip.testing import emt_cells
 from mlip.testing.structures import disordered_cuau_cif
 from mlip.cli import main
+from mlip.run_lock import folder_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "bad-inputs.md"
@@ -55,6 +62,46 @@ def documented_rows() -> dict:
         assert len(fragments) == 1, f"docs/bad-inputs.md, case {case}: one `fragment` per message cell"
         rows[case] = (fragments[0], int(match["status"].strip()))
     return rows
+
+
+#: options a case may add to the command its row writes: where the output goes, a cheap model where the row
+#: names none, no progress bar, fewer steps (each with the number of values it takes). Anything else the
+#: case runs, such as a --format, must be written in the row: the row runs as written.
+INCIDENTAL = {"--model": 1, "-o": 1, "--out-dir": 1, "--no-progress": 0, "--steps": 1}
+
+
+def written_command(case: str) -> "list | None":
+    """The command a row writes (the first backticked ``mlip …`` of its input cell) as tokens without
+    ``mlip``, or None for a row that describes its input in words."""
+    line = next(line for line in DOC.read_text(encoding="utf-8").splitlines() if f"<!-- case: {case} -->" in line)
+    written = [span for span in re.findall(r"`([^`]+)`", ROW.match(line)["input"]) if span.startswith("mlip ")]
+    return shlex.split(written[0])[1:] if written else None
+
+
+def assert_runs_as_written(written: list, argv: list) -> None:
+    """``argv`` (what a case runs) is the row's command ``written``: its tokens in order (a path by its
+    name), where the row writes ``…`` any tokens, and besides them only the :data:`INCIDENTAL` options."""
+    def same(arg: str, word: str) -> bool:
+        return arg == word or (os.sep in arg and Path(arg).name == word)
+
+    def skip_incidental(i: int, word: "str | None") -> int:
+        while i < len(argv) and argv[i] in INCIDENTAL and not (word is not None and same(argv[i], word)):
+            i += 1 + INCIDENTAL[argv[i]]
+        return i
+
+    i = 0
+    for j, word in enumerate(written):
+        if word in ("…", "..."):  # the row leaves out what comes here, up to its next word
+            following = written[j + 1] if j + 1 < len(written) else None
+            while i < len(argv) and (following is None or not same(argv[i], following)):
+                i += 1
+            continue
+        i = skip_incidental(i, word)
+        assert i < len(argv) and same(argv[i], word), \
+            f"the row writes `mlip {' '.join(written)}` but its case runs `mlip {' '.join(argv)}` ({word!r})"
+        i += 1
+    assert skip_incidental(i, None) == len(argv), \
+        f"the row writes `mlip {' '.join(written)}` but its case runs `mlip {' '.join(argv)}` (more options)"
 
 
 def fragment_pattern(fragment: str) -> "re.Pattern":
@@ -205,6 +252,104 @@ def case_md_out_dir_holds_run(tmp, monkeypatch):
     return base
 
 
+MD = ["md", CU_CIF, "--model", EMT, "--steps", "2", "--no-progress", "--out-dir", "md"]  # in the case's tmp
+_held = ExitStack()  # the run locks a case holds while its command runs, released after each test
+
+
+@pytest.fixture(autouse=True)
+def _release_held_locks():
+    yield
+    _held.close()
+
+
+def case_md_unfinished_run(tmp, monkeypatch):
+    Path("md").mkdir()
+    Path("md/md.log").write_text("Time[ps]      Etot[eV]     Epot[eV]    Ekin[eV]    T[K]\n")
+    Path("md/md.traj").write_bytes(b"- of ulmASE-Trajectory")  # cut short by the kill
+    return MD
+
+
+def case_md_empty_leftovers(tmp, monkeypatch):
+    Path("md").mkdir()
+    Path("md/md.log").write_text("")
+    Path("md/md.traj").write_text("")
+    return MD
+
+
+def case_md_out_dir_in_use(tmp, monkeypatch):
+    _held.enter_context(folder_lock("md", command="mlip md cu_fcc.cif --model default --out-dir md"))
+    return MD
+
+
+def case_md_lock_of_killed_run(tmp, monkeypatch):
+    Path("md").mkdir()
+    Path("md/.mlip.lock").write_text(json.dumps({  # a PID above Linux's largest: no process has it
+        "pid": 2 ** 22 + 1, "host": "node7", "since": "2025-01-02 03:04:05", "command": "mlip md x.cif"}))
+    return MD
+
+
+def case_shard_in_use(tmp, monkeypatch):
+    _one_structure(tmp)
+    argv = ["data", "label", "s.xyz", "--calculator", "emt", "--out-dir", "run", "-o", "l.xyz",
+            "--shards", "2", "--shard-index", "0"]
+    _held.enter_context(folder_lock("run", shard=(0, 2), command=" ".join(["mlip", *map(str, argv)])))
+    return argv
+
+
+def case_relax_output_exists(tmp, monkeypatch):
+    argv = ["relax", CU_CIF, "--model", EMT, "--no-progress", "-o", "r.extxyz"]
+    run_setup(*argv)
+    return argv
+
+
+def case_eval_out_dir_holds_results(tmp, monkeypatch):
+    labelled(tmp / "cu.extxyz", [bulk("Cu", "fcc", a=a, cubic=True) for a in (3.55, 3.65)])
+    run_setup("eval", EMT, "cu.extxyz", "--out-dir", "ev")
+    return ["eval", TRAINED, "cu.extxyz", "--out-dir", "ev"]
+
+
+def case_out_dir_is_a_file(tmp, monkeypatch):
+    Path("notes.txt").write_text("mine")
+    return MD[:-1] + ["notes.txt"]
+
+
+def case_read_only_out_dir(tmp, monkeypatch):
+    ro = tmp / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anywhere: give it the kernel's answer to any other user
+        real_open = os.open
+
+        def open_as_a_user(path, flags, *args, **kwargs):
+            if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and Path(path).absolute().parent == ro:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", open_as_a_user)
+    return MD[:-1] + ["ro"]
+
+
+def case_disk_full(tmp, monkeypatch):
+    Path("full.extxyz").symlink_to("/dev/full")  # every write: ENOSPC
+    return ["relax", CU_CIF, "--model", EMT, "--no-progress", "-o", "full.extxyz", "--overwrite"]
+
+
+def case_md_implausible_temperature(tmp, monkeypatch):
+    return ["md", CU_CIF, "--temperature", "1e9", "--model", EMT, "--out-dir", tmp / "md"]
+
+
+def case_md_implausible_timestep(tmp, monkeypatch):
+    return ["md", CU_CIF, "--timestep", "1000", "--model", EMT, "--out-dir", tmp / "md"]
+
+
+def case_md_option_of_another_ensemble(tmp, monkeypatch):
+    return ["md", CU_CIF, "--pressure", "5", "--model", EMT, "--out-dir", tmp / "md"]
+
+
+def case_md_too_large_for_memory(tmp, monkeypatch):
+    return ["md", CU_CIF, "--supercell", "60", "60", "60", "--no-progress", "--out-dir", tmp / "md"]
+
+
 def crafted_checkpoint(tmp: Path, name: str, **change) -> Path:
     """A small Platonic checkpoint with the header entries ``change`` (tensors as written)."""
     from mlip.checkpoint import read_header, save_potential, write_with_header
@@ -341,13 +486,16 @@ def test_documented_message(case, tmp_path, monkeypatch, capsys):
     fragment, status = rows[case]
     monkeypatch.chdir(tmp_path)  # anything a case writes by mistake stays in its folder
     argv = [str(a) for a in CASES[case](tmp_path, monkeypatch)]
+    written = written_command(case)
+    if written is not None:
+        assert_runs_as_written(written, argv)
     capsys.readouterr()  # the setup's output
     code = main(argv)
     err = capsys.readouterr().err
     assert code == status, err
     assert "Traceback" not in err, err
     assert fragment_pattern(fragment).search(err), f"{fragment!r} not in {err!r}"
-    if status == 2:
+    if status in (1, 2):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("mlip: error: "), err
     else:
