@@ -27,9 +27,10 @@ def run(args) -> int:
     config = TrainConfig.from_yaml(args.config)
     if args.out_dir:
         config.out_dir = args.out_dir
-    # Under torchrun every rank runs this and rank 0 alone writes the run's files: it alone takes the lock.
-    lock_output_folder(config.out_dir, writer=int(os.environ.get("RANK", "0")) == 0,
-                       option="--out-dir (or out_dir in the config)")
+    # Under torchrun (WORLD_SIZE > 1, as mlip.training reads it) every rank runs this and rank 0 alone
+    # writes the run's files: it alone takes the lock.
+    writer = int(os.environ.get("WORLD_SIZE", "1")) <= 1 or int(os.environ.get("RANK", "0")) == 0
+    lock_output_folder(config.out_dir, writer=writer, option="--out-dir (or out_dir in the config)")
     print(f"training {config.model['name']} on {config.data.train} -> {config.out_dir}/"
           + (" (resuming)" if args.resume else ""), flush=True)
     result = train(config, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite)

@@ -233,6 +233,39 @@ def test_shards_of_data_label_share_the_folder_but_not_a_shard(tmp_path, monkeyp
     assert not list((tmp_path / "lab").glob(".mlip*"))
 
 
+@pytest.mark.parametrize("world_size, rank, writes", [("1", "1", True), ("2", "0", True), ("2", "1", False)])
+def test_of_the_torchrun_ranks_of_a_training_rank_0_alone_locks(world_size, rank, writes, tmp_path,
+                                                                monkeypatch, capsys):
+    import mlip.training
+
+    held = []
+
+    def training(config, **kwargs):  # what the trainer would find: the folder locked by this process or not
+        held.append((Path(config.out_dir) / LOCK_NAME).exists())
+        return mlip.training.TrainResult(history=[], best=None, last=None, epochs_run=0)
+
+    monkeypatch.setattr(mlip.training, "train", training)  # a rank > 0 would wait for the process group
+    monkeypatch.setenv("WORLD_SIZE", world_size)
+    monkeypatch.setenv("RANK", rank)
+    code, _, err = run_cli(capsys, "train", _train_config(tmp_path), "--no-progress")
+    assert code == 0, err
+    assert held == [writes]
+
+
+def test_a_process_that_does_not_write_takes_no_lock(tmp_path, monkeypatch, capsys):
+    """The MPI ranks > 0 of a GPAW labelling compute every structure but write nothing: a lock held on the
+    folder does not stop them (rank 0, which writes, holds it)."""
+    from mlip.workflows.labelling import Labeller
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(Labeller, "is_writer", property(lambda self: False))
+    argv = FOLDER_COMMANDS["data-label"](tmp_path) + ["--no-progress"]
+    with folder_lock(tmp_path / "held", command="rank 0"):
+        code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert not (tmp_path / "held" / "results").exists()  # computed, not written
+
+
 # ---------------------------------------------------------------------------------------- real processes
 def mlip_process(*argv, cwd, **kwargs) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", MLIP_DEBUG="0")
