@@ -221,6 +221,9 @@ def folder_lock(folder: Union[str, Path], shard: Optional[Tuple[int, int]] = Non
             if err.errno not in _NO_LOCKS:
                 raise _writable(err, folder) from None
             held.release()
+            for path in folder.glob(".mlip*.lock"):  # the empty files the failed flock left
+                if path.stat().st_size == 0:
+                    path.unlink(missing_ok=True)
             note(f"NOTE: {folder} is on a filesystem without file locks: a second run into it "
                  f"would not be refused")
         yield folder

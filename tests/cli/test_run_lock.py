@@ -103,6 +103,22 @@ def test_a_dead_shards_lock_is_taken_over(tmp_path):
     assert not any(folder.iterdir())
 
 
+def test_a_filesystem_without_locks_runs_unlocked_after_a_note(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    def no_locks(fd, operation):  # what flock answers on some network filesystems
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    notes = []
+    with folder_lock(tmp_path / "nfs", note=notes.append):
+        (tmp_path / "nfs" / "result.json").write_text("{}")
+    assert notes == [f"NOTE: {tmp_path / 'nfs'} is on a filesystem without file locks: a second run into it "
+                     f"would not be refused"]
+    assert [p.name for p in (tmp_path / "nfs").iterdir()] == ["result.json"]
+
+
 def test_a_file_in_the_way_is_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("afile").write_text("")
