@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Union
+import os
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -11,6 +12,7 @@ from ase.calculators.calculator import Calculator, PropertyNotImplementedError, 
 
 from mlip.allocator import tune_malloc
 from mlip.calculators.compiled_network import compile_network
+from mlip.calculators.memory import MemoryCheck
 from mlip.graph_builder import GraphBuilder
 from mlip.potential import Potential
 
@@ -84,11 +86,15 @@ class MLIPCalculator(Calculator):
             autograd as in eager mode). The first call compiles (tens of seconds on a CPU, longer
             for big models), the kernels are built for the thread count torch uses then, and a
             failed compilation warns and runs eagerly (:mod:`mlip.calculators.compiled_network`).
+        check_memory: estimate the memory of an evaluation before its graph is built and refuse a
+            structure that would not fit in the memory available (:mod:`mlip.calculators.memory`);
+            default: on, unless the environment sets ``MLIP_MEMORY_CHECK=0``.
 
     Invalid input raises ``ValueError`` naming the problem: elements the potential was not built
     for, NaN/inf coordinates, a periodic structure whose cell has zero volume or is so small that
     an atom would have more than ``mlip.structure_checks.MAX_NEIGHBORS_PER_ATOM`` neighbours within
-    the cutoff, two atoms at the same position, an empty structure.
+    the cutoff, two atoms at the same position, an empty structure; ``InsufficientMemoryError`` (a
+    ``ValueError``) a structure whose evaluation would need more memory than is available.
     """
 
     implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
@@ -101,6 +107,7 @@ class MLIPCalculator(Calculator):
         dtype: Union[str, torch.dtype] = "float32",
         neighbor_backend: str = "auto",
         compile: bool = False,
+        check_memory: Optional[bool] = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -109,6 +116,10 @@ class MLIPCalculator(Calculator):
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)
         self.neighbor_backend = neighbor_backend
+        if check_memory is None:
+            check_memory = os.environ.get("MLIP_MEMORY_CHECK", "1").strip() not in ("0", "false", "no")
+        #: refuse a structure whose evaluation would not fit in the memory available (see the class notes)
+        self.check_memory = bool(check_memory)
         potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
         self.potential = potential.requires_grad_(False).eval()
         self._builder = None  # (configuration, GraphBuilder), see _graph_builder
@@ -124,9 +135,10 @@ class MLIPCalculator(Calculator):
         config = (self.potential.cutoff, tuple(self.potential.atomic_numbers.tolist()), self.dtype,
                   self.device, self.neighbor_backend)
         if self._builder is None or self._builder[0] != config:
+            check = MemoryCheck(self.potential, self.dtype, self.device) if self.check_memory else None
             self._builder = (config, GraphBuilder(config[0], dtype=self.dtype, device=self.device,
                                                   neighbor_backend=self.neighbor_backend,
-                                                  allowed_numbers=config[1]))
+                                                  allowed_numbers=config[1], check_size=check))
         return self._builder[1]
 
     def check_state(self, atoms, tol: float = 1e-15):

@@ -12,7 +12,7 @@ neighbour list built and checked for coincident atoms, on every call.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -32,6 +32,9 @@ class GraphBuilder:
         dtype, device: of the graph's floating tensors and of all its tensors.
         neighbor_backend: ``"auto"``, ``"vesin"``, ``"torch"`` or ``"cuda"``.
         allowed_numbers: the atomic numbers the potential supports (None: any).
+        check_size: called with a structure that passed validation, before its neighbour list is built,
+            whenever its numbers, cell or pbc change (the calculator's memory check,
+            :class:`mlip.calculators.memory.MemoryCheck`); it raises to refuse the structure.
 
     What is reused is keyed on the exact bytes of the atomic numbers, the cell and pbc, and is kept only
     for a structure that passed validation and is fully periodic or not periodic at all (for mixed
@@ -45,12 +48,14 @@ class GraphBuilder:
         device=None,
         neighbor_backend: str = "auto",
         allowed_numbers: Optional[Sequence[int]] = None,
+        check_size: Optional[Callable[[object], None]] = None,
     ):
         self.cutoff = float(cutoff)
         self.dtype = dtype
         self.device = device
         self.neighbor_backend = neighbor_backend
         self.allowed_numbers = None if allowed_numbers is None else [int(z) for z in allowed_numbers]
+        self.check_size = check_size
         self._key: Optional[tuple] = None
         self._fixed: Optional[dict] = None
 
@@ -91,6 +96,8 @@ class GraphBuilder:
         else:
             self._key, self._fixed = None, None
             validate_atoms(atoms, self.allowed_numbers, cutoff=self.cutoff)
+            if self.check_size is not None:
+                self.check_size(atoms)
             fixed = self._fixed_part(atoms)
             pbc = np.asarray(atoms.pbc, dtype=bool)
             if pbc.all() or not pbc.any():  # the neighbour bound does not depend on the positions

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-__all__ = ["MAX_NEIGHBORS_PER_ATOM", "estimate_neighbors_per_atom", "validate_atoms"]
+__all__ = ["MAX_NEIGHBORS_PER_ATOM", "estimate_edges", "estimate_neighbors_per_atom", "validate_atoms"]
 
 # Refusal bound for the estimated number of neighbours of an atom within the cutoff (periodic
 # images included). The densest solids hold about 0.2 atoms/Å³ (diamond 0.18, Be 0.12, Cu 0.085),
@@ -135,6 +135,33 @@ def estimate_neighbors_per_atom(atoms, cutoff: float) -> float:
     if not np.isfinite(own_images):  # too many to enumerate: the average count stands for it
         own_images = per_atom
     return max(n * per_atom, own_images)
+
+
+def estimate_edges(atoms, cutoff: float) -> float:
+    """Estimated number of directed edges (i, j, image) within ``cutoff`` of a neighbour list of
+    ``atoms``, from the cell and positions alone (a structure that passes :func:`validate_atoms`).
+
+    Fully periodic: atoms × the average neighbours of an atom, density × sphere volume. Mixed
+    periodicity: atoms × :func:`estimate_neighbors_per_atom` (an upper bound). Not periodic: each atom
+    with the atoms in the 5³ cubes of side ``cutoff`` / 2 around its own, weighted by the sphere's part
+    of them ((4π/3) / (5/2)³), at most n − 1 per atom.
+    """
+    n = len(atoms)
+    pbc = np.asarray(atoms.pbc, dtype=bool)
+    if pbc.any():
+        return float(n) * estimate_neighbors_per_atom(atoms, cutoff)
+    if n < 2:
+        return 0.0
+    cells = np.floor(np.asarray(atoms.get_positions(), dtype=np.float64) / (0.5 * cutoff)).astype(np.int64)
+    cells -= cells.min(axis=0)
+    keys, counts = np.unique(cells, axis=0, return_counts=True)
+    index = {tuple(k): c for k, c in zip(keys.tolist(), counts.tolist())}
+    around = 0.0
+    for key, count in index.items():
+        near = sum(index.get((key[0] + a, key[1] + b, key[2] + c), 0)
+                   for a in range(-2, 3) for b in range(-2, 3) for c in range(-2, 3))
+        around += count * near
+    return float(min(around * (4.0 / 3.0 * np.pi) / 2.5**3, n * (n - 1.0)))
 
 
 def _format_count(x: float) -> str:

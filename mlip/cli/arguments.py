@@ -30,6 +30,7 @@ def _number(kind: type, minimum: float, strict: bool, bound: str):
     return parse
 
 
+finite_float = _number(float, -math.inf, False, "a finite number")
 positive_float = _number(float, 0, True, "a positive number")
 nonneg_float = _number(float, 0, False, "a non-negative number")
 nonneg_int = _number(int, 0, False, ">= 0")

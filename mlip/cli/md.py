@@ -6,17 +6,22 @@ import json
 from pathlib import Path
 from typing import List
 
-from mlip.cli.arguments import add_model_args, nonneg_float, nonneg_int, positive_float, positive_int
+from mlip.cli.arguments import (add_model_args, finite_float, nonneg_float, nonneg_int, positive_float,
+                                positive_int)
 from mlip.cli.common import (CLIError, calc_label, check_species, load_model, lock_output_folder, note,
                               read_structure)
 
 
 MD_OUTPUTS = ("md.traj", "md.log", "energy.png", "md_summary.json")  # what run writes to --out-dir
+#: the options one ensemble uses: name → (that ensemble, default)
+ENSEMBLE_DEFAULTS = {"friction": ("nvt", 0.01), "pressure": ("npt", 0.0), "barostat": ("npt", "isotropic")}
 SUMMARY = "md_summary.json"  # written last but the plot: a run without it did not finish
 
 
 def add_parser(subparsers) -> None:
     """Add ``md`` to the ``mlip`` subparsers."""
+    from mlip.workflows.md import PLAUSIBLE
+
     p = subparsers.add_parser("md", help="molecular dynamics (NVE, NVT Langevin, NPT MTK)")
     p.add_argument("structure", metavar="STRUCTURE", help="any ASE-readable file")
     add_model_args(p, dtype="float32")
@@ -24,11 +29,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--temperature", type=nonneg_float, default=300.0, help="K (default: 300)")
     p.add_argument("--timestep", type=positive_float, default=1.0, help="fs (default: 1)")
     p.add_argument("--steps", type=nonneg_int, default=1000, help="default: 1000")
-    p.add_argument(
-        "--friction", type=positive_float, default=0.01, help="Langevin friction, 1/fs (default: 0.01)"
-    )
-    p.add_argument("--pressure", type=float, default=0.0, help="NPT pressure, GPa (default: 0)")
-    p.add_argument("--barostat", choices=["isotropic", "anisotropic"], default="isotropic", help="NPT only")
+    p.add_argument("--friction", type=positive_float, default=None,
+                   help=f"Langevin friction, 1/fs, NVT only (default: {ENSEMBLE_DEFAULTS['friction'][1]})")
+    p.add_argument("--pressure", type=finite_float, default=None,
+                   help=f"pressure, GPa, NPT only (default: {ENSEMBLE_DEFAULTS['pressure'][1]})")
+    p.add_argument("--barostat", choices=["isotropic", "anisotropic"], default=None,
+                   help=f"NPT only (default: {ENSEMBLE_DEFAULTS['barostat'][1]})")
+    ranges = ", ".join(f"{name} {lo:g} to {hi:g} {unit}" for name, (lo, hi, unit) in PLAUSIBLE.items())
+    p.add_argument("--allow-extreme", action="store_true",
+                   help=f"run settings outside the plausible ranges ({ranges}; the pressure for NPT), which "
+                        "are refused by default as typos or other units")
     p.add_argument("--seed", type=int, default=None, help="velocity / thermostat random seed")
     p.add_argument("--supercell", type=int, nargs="+", metavar="N", help="repeat the cell, e.g. 3 3 3 (or 3)")
     p.add_argument(
@@ -44,6 +54,7 @@ def run(args) -> int:
     """Run the dynamics and write md.traj, md.log, energy.png and md_summary.json to --out-dir."""
     from mlip.workflows.md import run_md, save_energy_plot
 
+    _check_settings(args)
     atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
     atoms = _repeated(atoms, args.supercell)
     out_dir = lock_output_folder(args.out_dir or f"{Path(args.structure).stem}_md")
@@ -68,6 +79,7 @@ def run(args) -> int:
         log_interval=args.log_interval,
         progress=not args.no_progress,
         barostat=args.barostat,
+        allow_extreme=args.allow_extreme,
     )
     _write_summary(args, calc, label, result, out_dir / SUMMARY)
     plot_note = ""
@@ -98,6 +110,24 @@ def _earlier_run(out_dir: Path, overwrite: bool) -> List[str]:
     raise CLIError(f"{out_dir} holds {', '.join(earlier)} of an earlier run that did not finish (no "
                    f"{SUMMARY}: it was stopped or failed) and MD does not resume: pass --overwrite to "
                    f"replace them, or choose another --out-dir")
+
+
+def _check_settings(args) -> None:
+    """Refuse an option the ensemble does not use (nothing given is dropped silently) and settings outside
+    the plausible ranges (:func:`mlip.workflows.md.check_plausible`) unless --allow-extreme, before
+    anything is read; then give the ensemble's options their defaults."""
+    from mlip.workflows.md import check_plausible
+
+    for name, (ensemble, default) in ENSEMBLE_DEFAULTS.items():
+        value = getattr(args, name)
+        if value is not None and args.ensemble != ensemble:
+            raise CLIError(f"--{name} applies to --ensemble {ensemble} only (this run is {args.ensemble})")
+        setattr(args, name, default if value is None else value)
+    try:
+        check_plausible(args.ensemble, args.temperature, args.timestep, args.pressure, args.allow_extreme,
+                        how="--allow-extreme")
+    except ValueError as err:
+        raise CLIError(str(err)) from None
 
 
 def _repeated(atoms, supercell):

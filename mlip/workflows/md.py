@@ -1,9 +1,26 @@
-"""Molecular dynamics in the NVE, NVT (Langevin) and NPT (MTK) ensembles, with energy bookkeeping."""
+"""Molecular dynamics in the NVE, NVT (Langevin) and NPT (MTK) ensembles, with energy bookkeeping.
+
+Settings outside the plausible ranges of MD of condensed matter (:data:`PLAUSIBLE`: temperature 0–10,000 K,
+time step 0.01–10 fs, NPT pressure −100 to 1,000 GPa) are refused unless asked for (``allow_extreme``,
+``mlip md --allow-extreme``): beyond them a number is far more likely a typo or another unit (1e9 K, a
+time step in ps or s, a pressure in Pa or bar) than a plan, and no interatomic potential trained on
+solids and liquids has seen such states. Above 10,000 K every element is a gas of atoms or a plasma; a
+time step of 10 fs samples the slowest lattice vibrations (periods of 100–300 fs for heavy metals) with
+a few tens of steps per period and hydrogen's (about 10 fs) not at all; 1,000 GPa is beyond the centre
+of the Earth (360 GPa) and the highest static pressures reached, and a solid breaks apart well before
+−100 GPa.
+
+A run that explodes stops with :class:`MDExplodedError` (a RuntimeError) naming the step and what
+happened: a non-finite energy or position, the total energy changing by more than
+:data:`MAX_ENERGY_JUMP` eV/atom in one step, or (NVE, NPT) the conserved energy drifting that far from
+its start. The trajectory and the log are closed and hold the run up to the last logged step before.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import IO, Optional, Union
 
 import numpy as np
@@ -13,6 +30,33 @@ from mlip.extras import require
 
 ENSEMBLES = ("nve", "nvt", "npt")
 BAROSTATS = ("isotropic", "anisotropic")
+#: setting → (lowest, highest, unit): the plausible ranges (see the module notes)
+PLAUSIBLE = {"temperature": (0.0, 10_000.0, "K"), "timestep": (0.01, 10.0, "fs"),
+             "pressure": (-100.0, 1_000.0, "GPa")}
+#: eV/atom: the most the total energy may change in one step (any ensemble), and the conserved
+#: energy drift from the start (NVE, NPT), before a run counts as exploded; kT at 10,000 K is 0.86 eV
+MAX_ENERGY_JUMP = 1.0
+
+
+class MDExplodedError(RuntimeError):
+    """The dynamics left the physical: a non-finite energy or position, or an energy jump (module notes)."""
+
+
+def check_plausible(ensemble: str, temperature: float, timestep: float, pressure: float,
+                    allow_extreme: bool = False, how: str = "allow_extreme=True") -> None:
+    """ValueError naming the first setting outside :data:`PLAUSIBLE` (the pressure only for NPT, which
+    uses it), unless ``allow_extreme``; ``how`` is the caller's way to allow it (named in the message).
+    Non-finite values and what :func:`run_md` cannot run at all are refused by it regardless."""
+    if allow_extreme:
+        return
+    values = {"temperature": temperature, "timestep": timestep}
+    if str(ensemble).lower() == "npt":
+        values["pressure"] = pressure
+    for name, value in values.items():
+        lo, hi, unit = PLAUSIBLE[name]
+        if math.isfinite(value) and not lo <= value <= hi:
+            raise ValueError(f"{name} {value:g} {unit} is outside the plausible range of MD ({lo:g} to "
+                             f"{hi:g} {unit}; another unit or a typo?); pass {how} to run it anyway")
 
 
 @dataclass
@@ -114,6 +158,7 @@ def run_md(
     barostat: str = "isotropic",
     tdamp: Optional[float] = None,
     pdamp: Optional[float] = None,
+    allow_extreme: bool = False,
 ) -> MDResult:
     """Run molecular dynamics on a copy of ``atoms``.
 
@@ -151,17 +196,23 @@ def run_md(
         barostat: ``"isotropic"`` or ``"anisotropic"`` (NPT only).
         tdamp, pdamp: thermostat/barostat time constants (fs), NPT only; defaults 100 and 1000
             time steps.
+        allow_extreme: run a temperature, time step or pressure outside :data:`PLAUSIBLE` (refused
+            with a ValueError otherwise).
 
+    The structure is evaluated once before the trajectory and the log are opened, so one the
+    calculator refuses (an element it lacks, too large for the memory) leaves no file behind.
     Exceptions raised by the calculator propagate at once: the integrator never continues after a
-    failed force call. Non-finite positions or energies raise ``RuntimeError``.
+    failed force call. A run that explodes raises :class:`MDExplodedError` (module notes).
     """
     from mlip.workflows.model_loading import resolve_calculator
 
     ensemble = _check_md_arguments(atoms, ensemble, temperature, timestep, steps, log_interval, friction,
-                                   barostat)
+                                   barostat, pressure)
+    check_plausible(ensemble, temperature, timestep, pressure, allow_extreme)
     calc = resolve_calculator(calculator, dtype="float32")
     atoms = atoms.copy()
     atoms.calc = calc
+    atoms.get_forces()  # before any file is opened (see the docstring); cached for the first step
     rng = np.random.default_rng(seed)
     if initialize_velocities or (initialize_velocities is None and not np.any(atoms.get_momenta())):
         _initialise_velocities(atoms, temperature, rng)
@@ -173,7 +224,7 @@ def run_md(
 
 
 def _check_md_arguments(atoms: Atoms, ensemble: str, temperature: float, timestep: float, steps: int,
-                        log_interval: int, friction: float, barostat: str) -> str:
+                        log_interval: int, friction: float, barostat: str, pressure: float) -> str:
     """Refuse settings :func:`run_md` cannot run (ValueError naming the setting); returns the
     ensemble in lower case."""
     ensemble = str(ensemble).lower()
@@ -185,6 +236,8 @@ def _check_md_arguments(atoms: Atoms, ensemble: str, temperature: float, timeste
         raise ValueError(f"steps must be >= 0, got {steps}")
     if temperature < 0 or not math.isfinite(temperature):
         raise ValueError(f"temperature must be >= 0 K, got {temperature}")
+    if not math.isfinite(pressure):
+        raise ValueError(f"pressure must be a finite number of GPa, got {pressure}")
     if log_interval < 1:
         raise ValueError(f"log_interval must be >= 1, got {log_interval}")
     if ensemble == "nvt" and not friction > 0:
@@ -254,9 +307,7 @@ class _Frames:
 
     def record(self) -> None:
         atoms, dyn, frames = self.atoms, self.dyn, self.data
-        epot = float(atoms.get_potential_energy())
-        if not math.isfinite(epot):
-            raise RuntimeError(f"non-finite potential energy at MD step {dyn.nsteps}; stopping")
+        epot = float(atoms.get_potential_energy())  # finite: _Watch checked this step first
         ekin = float(atoms.get_kinetic_energy())
         frames["t"].append(dyn.nsteps * self.timestep / 1000.0)
         frames["epot"].append(epot)
@@ -267,6 +318,10 @@ class _Frames:
             frames["cons"].append(epot + ekin)
         elif self.conserved is not None:
             frames["cons"].append(float(self.conserved()))
+
+    def last_step(self) -> Optional[int]:
+        """The step of the last recorded frame (None before the first)."""
+        return round(self.data["t"][-1] * 1000.0 / self.timestep) if self.data["t"] else None
 
     def result(self, steps: int) -> MDResult:
         """The :class:`MDResult` of the recorded frames (the drift from the conserved energy)."""
@@ -293,23 +348,58 @@ class _Frames:
         )
 
 
+class _Watch:
+    """Called after every step, before the step is recorded: raises :class:`MDExplodedError` for
+    non-finite positions or energy, a total energy that changed by more than :data:`MAX_ENERGY_JUMP`
+    eV/atom since the step before, or (NVE, NPT) a conserved energy that drifted that far from the
+    first step's."""
+
+    def __init__(self, atoms: Atoms, dyn, frames: _Frames):
+        self.atoms, self.dyn, self.frames = atoms, dyn, frames
+        self.previous: Optional[float] = None  # total energy (eV) at the step before
+        self.start: Optional[float] = None  # conserved energy (eV) at the first step
+
+    def __call__(self) -> None:
+        atoms, step, n = self.atoms, self.dyn.nsteps, len(self.atoms)
+        if not np.all(np.isfinite(atoms.positions)):
+            raise MDExplodedError(f"non-finite positions at MD step {step} (the simulation exploded)")
+        epot = float(atoms.get_potential_energy())
+        if not math.isfinite(epot):
+            raise MDExplodedError(f"non-finite potential energy at MD step {step} (the simulation exploded)")
+        total = epot + float(atoms.get_kinetic_energy())
+        if self.previous is not None and abs(total - self.previous) > MAX_ENERGY_JUMP * n:
+            raise MDExplodedError(
+                f"the total energy changed by {(total - self.previous) / n:+.3g} eV/atom in one step, at MD "
+                f"step {step} (more than {MAX_ENERGY_JUMP:g} eV/atom: the simulation exploded; a smaller "
+                f"timestep, or a model that covers these configurations)")
+        self.previous = total
+        ensemble = self.frames.ensemble
+        if ensemble == "nvt" or (ensemble == "npt" and self.frames.conserved is None):
+            return
+        conserved = total if ensemble == "nve" else float(self.frames.conserved())
+        if self.start is None:
+            self.start = conserved
+        elif abs(conserved - self.start) > MAX_ENERGY_JUMP * n:
+            raise MDExplodedError(
+                f"the conserved energy drifted by {(conserved - self.start) / n:+.3g} eV/atom from the "
+                f"start, at MD step {step} (more than {MAX_ENERGY_JUMP:g} eV/atom: the simulation exploded; "
+                f"a smaller timestep, or a model that covers these configurations)")
+
+
 def _run_loop(atoms: Atoms, dyn, frames: _Frames, ensemble: str, steps: int, log_interval: int,
               trajectory: Optional[str], logfile: Union[str, IO, None], progress: bool,
               added_fixcom: bool) -> None:
     """Run ``steps`` steps, recording a frame (and writing the trajectory and log) every
-    ``log_interval`` steps and at the last step; stops on non-finite positions. The progress bar,
-    trajectory, log and integrator are closed and an added FixCom removed, whatever happens."""
+    ``log_interval`` steps and at the last step; a step that explodes (:class:`_Watch`) is neither
+    recorded nor written, and the error says up to which step the files hold the run. The progress
+    bar, trajectory, log and integrator are closed and an added FixCom removed, whatever happens."""
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, desc=f"md {ensemble}", unit="step", leave=False, dynamic_ncols=True)
 
-    def check_and_progress():
-        if not np.all(np.isfinite(atoms.positions)):
-            raise RuntimeError(
-                f"non-finite positions at MD step {dyn.nsteps} (the simulation exploded); stopping"
-            )
+    def progress_bar():
         if bar is not None:
             bar.update(dyn.nsteps - bar.n)
             if frames.data["temp"] and dyn.nsteps % log_interval == 0:
@@ -319,8 +409,9 @@ def _run_loop(atoms: Atoms, dyn, frames: _Frames, ensemble: str, steps: int, log
     traj = None
     logger = None
     try:
+        dyn.attach(_Watch(atoms, dyn, frames), interval=1)  # observers run in this order
         dyn.attach(frames.record, interval=log_interval)
-        dyn.attach(check_and_progress, interval=1)
+        dyn.attach(progress_bar, interval=1)
         if trajectory is not None:
             from ase.io import Trajectory
 
@@ -338,6 +429,11 @@ def _run_loop(atoms: Atoms, dyn, frames: _Frames, ensemble: str, steps: int, log
                 traj.write()
             if logger is not None:
                 logger()
+    except MDExplodedError as err:
+        last = frames.last_step()
+        files = [str(f) for f in (trajectory, logfile) if isinstance(f, (str, Path))]
+        held = f"; {' and '.join(files)} hold the run up to step {last}" if files and last is not None else ""
+        raise MDExplodedError(f"{err}; stopping{held}") from None
     finally:
         if bar is not None:
             bar.close()
@@ -386,4 +482,5 @@ def save_energy_plot(result: MDResult, path) -> None:
     fig.savefig(str(path), dpi=120)
 
 
-__all__ = ["ENSEMBLES", "MDResult", "energy_drift", "run_md", "save_energy_plot"]
+__all__ = ["ENSEMBLES", "MAX_ENERGY_JUMP", "MDExplodedError", "MDResult", "PLAUSIBLE", "check_plausible",
+           "energy_drift", "run_md", "save_energy_plot"]
