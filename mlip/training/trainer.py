@@ -36,6 +36,7 @@ from mlip.training.augmentation import rotate_batch
 from mlip.training.config import TrainConfig
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.evaluation import evaluate
+from mlip.training.provenance import training_provenance
 from mlip.training.reference_energies import fit_reference_energies, isolated_atom_energies, output_scale
 from mlip.training.samples import atoms_of, batch_targets, config_type_of, labels_of, without_config_types
 from mlip.training.schedule import warmup_cosine
@@ -451,10 +452,13 @@ def _train(config: TrainConfig, dist: "_Distributed", out_dir: Path, train_sampl
     optimizer, ema = _make_optimizer(config, potential)
     run = _start_or_resume(config, dist, out_dir, resume, changes, potential, optimizer, ema,
                            len(train_samples), len(valid_samples))
+    # the config with its paths reduced to file names, and the files read by name, size and hash: a
+    # checkpoint tells nothing of the machine that trained it (mlip.training.provenance)
+    portable, files = training_provenance(config.to_dict()) if dist.is_main else ({}, {})
     metadata = {
         "trained": True,
-        "training": {"config": config.to_dict(), "n_train": len(train_samples), "n_valid": len(valid_samples),
-                     "output_scale": scale, "output_scale_from": scale_kind},
+        "training": {"config": portable, "files": files, "n_train": len(train_samples),
+                     "n_valid": len(valid_samples), "output_scale": scale, "output_scale_from": scale_kind},
     }
 
     # Elapsed minutes (metric and max_minutes budget) continue those of the run before a resume.

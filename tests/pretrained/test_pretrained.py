@@ -85,3 +85,16 @@ def test_shipped_calculator_by_name(name):
     ref = atoms.copy()
     ref.calc = EMT()
     assert abs(e - ref.get_potential_energy()) / len(atoms) < 0.05
+
+
+@pytest.mark.parametrize("name", sorted(pretrained.TRAINED))
+def test_shipped_files_hold_no_path_of_the_machine_that_made_them(name):
+    """No string of a shipped model's header, card data or card looks like an absolute path (/work/...,
+    /home/..., /tmp/..., C:\\...): a checkpoint records its training data by file name (and, since
+    mlip.training.provenance, content hash), never where the files lay."""
+    from mlip.training.provenance import machine_paths
+
+    folder = pretrained.pretrained_dir()
+    assert machine_paths(mlip.read_header(folder / pretrained.TRAINED[name])) == []
+    assert machine_paths(json.loads((folder / f"{name}.json").read_text())) == []
+    assert machine_paths((folder / f"{name}.md").read_text()) == []

@@ -1,5 +1,6 @@
 """The training loop: it learns, it resumes bit for bit, and its pieces do what they say."""
 
+import hashlib
 import json
 import math
 
@@ -14,6 +15,7 @@ import mlip
 from mlip.testing import emt_cells, emt_isolated_atom
 from mlip.training import TrainConfig, fit_reference_energies, train
 from mlip.training.ema import ExponentialMovingAverage
+from mlip.training.provenance import machine_paths
 from mlip.training.schedule import warmup_cosine
 
 
@@ -163,6 +165,12 @@ def test_mlip_train_command(tmp_path, samples, capsys):
     assert "done: 2 epochs" in out and "forces_mae_meV_per_A" in out
     history = json.loads((tmp_path / "cli" / "metrics.json").read_text())
     assert len(history) == 2 and history[0]["epoch"] == 1
+    # the checkpoint names its data file and its content, and holds no path of this machine
+    training = mlip.read_header(tmp_path / "cli" / "best.safetensors")["metadata"]["training"]
+    assert training["config"]["data"]["train"] == "train.extxyz" and training["config"]["out_dir"] == "cli"
+    assert training["files"] == {"data.train": {"name": "train.extxyz", "bytes": data.stat().st_size,
+                                                "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}}
+    assert machine_paths(mlip.read_header(tmp_path / "cli" / "best.safetensors")) == []
     # A config with a typo is a clean error.
     path.write_text(yaml.safe_dump(dict(cfg, epochz=3)))
     assert main(["train", str(path)]) == 2
@@ -350,8 +358,11 @@ def test_init_from_continues_from_a_checkpoint_and_refuses_another_model(tmp_pat
     # different training samples would have fitted other reference energies; they were kept
     refit = fit_reference_energies(samples[:8], start.atomic_numbers.tolist())
     assert not np.allclose(refit, start.reference_energies.numpy())
-    header = mlip.read_header(frozen.last)
-    assert header["metadata"]["training"]["config"]["init_from"] == str(first.best)
+    training = mlip.read_header(frozen.last)["metadata"]["training"]
+    # recorded by name and content, not by where it lay (mlip.training.provenance)
+    assert training["config"]["init_from"] == "best.safetensors"
+    assert training["files"]["init_from"] == {"name": "best.safetensors", "bytes": first.best.stat().st_size,
+                                              "sha256": hashlib.sha256(first.best.read_bytes()).hexdigest()}
     # stage 2 starts from the validation errors of the checkpoint it was given
     best = mlip.read_header(first.best)["metadata"]["metrics"]
     assert frozen.history[0]["valid_forces_mae_meV_per_A"] == pytest.approx(best["valid_forces_mae_meV_per_A"],
