@@ -90,6 +90,69 @@ def test_readme_install_names_every_extra():
         assert f"[{extra}]" in text, extra
 
 
+_NUMBERS = {word: n for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+
+
+def test_readme_counts_the_shipped_models():
+    """The README's "ships N models" and its table of shipped models are the registry's trained models."""
+    from mlip import pretrained
+
+    text = README.read_text(encoding="utf-8")
+    count = re.search(r"ships (\w+) models", text)
+    assert count and _NUMBERS.get(count.group(1)) == len(pretrained.TRAINED), count and count.group(0)
+    section = text[text.index("## Shipped models"):]
+    section = section[:section.index("\n## ")]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    table = {line.strip("|").split("|")[0].split()[0].strip("`") for line in rows}
+    assert table == set(pretrained.TRAINED)
+
+
+def test_readme_documents_the_threads_option():
+    from mlip.cli import build_parser
+
+    text = README.read_text(encoding="utf-8")
+    assert "`--threads N`" in text and "`--threads 1`" in text
+    md = next(a for a in build_parser()._subparsers._group_actions[0].choices["md"]._actions
+              if "--threads" in a.option_strings)
+    assert md.default is None  # "default: torch's choice", as the README says
+
+
+def test_the_recipes_readme_lists_every_shipped_model_and_its_stages():
+    """examples/recipes/README.md's table holds one row per shipped model, with its folder's stage count."""
+    from mlip import pretrained
+
+    text = (EXAMPLES / "recipes" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| \[`([\w.-]+)/`\]\([^)]*\) \| (\d+) \|", text, flags=re.M)
+    assert {name for name, _ in rows} == set(pretrained.TRAINED)
+    for name, stages in rows:
+        assert int(stages) == len(list((EXAMPLES / "recipes" / name).glob("stage*.yaml"))), name
+
+
+def test_no_readme_calls_a_shipped_model_unshipped():
+    """Where examples/README.md or a recipe's README says "not shipped" (or "will ship"), no shipped model is
+    named in that sentence (but as "(shipped" itself)."""
+    from mlip import pretrained
+
+    for path in [EXAMPLES / "README.md", *(EXAMPLES / "recipes").rglob("README.md")]:
+        paragraphs = re.split(r"\n\s*\n|\n(?=#)", path.read_text(encoding="utf-8"))  # a heading stands alone
+        sentences = [s for p in paragraphs for s in re.split(r"(?<=[.;:])\s", " ".join(p.split()))]
+        for sentence in sentences:
+            if not re.search(r"not shipped|will ship|shipped yet", sentence):
+                continue
+            named = {name for name in pretrained.TRAINED
+                     if re.search(rf"`(?:recipes/)?{re.escape(name)}/?`(?! \(shipped)", sentence)}
+            assert not named, f"{path.relative_to(ROOT)}: {sorted(named)} called unshipped: {sentence!r}"
+
+
+def test_training_doc_gives_the_default_size_of_the_emt_set():
+    from mlip.data.emt import DEFAULT_COUNTS
+
+    text = (DOCS / "training.md").read_text(encoding="utf-8")
+    size = re.search(r"mlip data emt emt\.xyz --seed 0 +# ([\d,]+) EMT-labelled structures", text)
+    assert size and int(size.group(1).replace(",", "")) == sum(DEFAULT_COUNTS.values())
+
+
 def _markdown_files() -> list:
     files = [README, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md"]
     files += sorted(DOCS.glob("*.md")) + sorted(EXAMPLES.rglob("*.md"))

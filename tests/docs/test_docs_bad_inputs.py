@@ -73,8 +73,10 @@ INCIDENTAL = {"--model": 1, "-o": 1, "--out-dir": 1, "--no-progress": 0, "--step
 def written_command(case: str) -> "list | None":
     """The command a row writes (the first backticked ``mlip …`` of its input cell) as tokens without
     ``mlip``, or None for a row that describes its input in words."""
-    line = next(line for line in DOC.read_text(encoding="utf-8").splitlines() if f"<!-- case: {case} -->" in line)
-    written = [span for span in re.findall(r"`([^`]+)`", ROW.match(line)["input"]) if span.startswith("mlip ")]
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    line = next(line for line in lines if f"<!-- case: {case} -->" in line)
+    spans = re.findall(r"`([^`]+)`", ROW.match(line)["input"])
+    written = [span for span in spans if span.startswith("mlip ")]
     return shlex.split(written[0])[1:] if written else None
 
 
@@ -477,6 +479,20 @@ def test_the_table_and_the_cases_name_the_same_mistakes():
     assert len(rows) >= 20
     assert sorted(set(rows) - set(CASES)) == [], "rows of docs/bad-inputs.md without a case function"
     assert sorted(set(CASES) - set(rows)) == [], "case functions without a row in docs/bad-inputs.md"
+
+
+def test_a_case_runs_its_row_as_written():
+    """A case may add where the output goes, a model, --no-progress and --steps to its row's command, and
+    fill what the row leaves out with …; anything else (the --format that once made the empty-file row
+    pass with another message than the row's command gets) fails."""
+    row = ["relax", "empty.xyz"]
+    assert_runs_as_written(row, ["relax", "/t/empty.xyz", "--model", EMT, "-o", "/t/r.extxyz"])
+    with pytest.raises(AssertionError, match="more options"):
+        assert_runs_as_written(row, ["relax", "/t/empty.xyz", "--format", "extxyz", "--model", EMT])
+    with pytest.raises(AssertionError, match="'empty.xyz'"):
+        assert_runs_as_written(row, ["relax", "/t/other.xyz"])
+    assert_runs_as_written(["md", "…", "--out-dir", "md"],
+                           ["md", "/r/cu.cif", "--seed", "1", "--out-dir", "/t/md"])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
