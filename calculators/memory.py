@@ -190,16 +190,18 @@ class MemoryCheck:
             self._per_edge[step] = PEAK_FACTOR * saved + GRAPH_BYTES_PER_EDGE
         return self._per_edge[step]
 
-    def estimate(self, atoms) -> Tuple[float, float]:
-        """(estimated edges, estimated peak bytes) of an evaluation of ``atoms``."""
-        edges = estimate_edges(atoms, self.potential.cutoff)
+    def estimate(self, atoms, edges: Optional[float] = None) -> Tuple[float, float]:
+        """(estimated edges, estimated peak bytes) of an evaluation of ``atoms`` (``edges``: the edges
+        estimated already)."""
+        edges = estimate_edges(atoms, self.potential.cutoff) if edges is None else edges
         return edges, edges * self.bytes_per_edge(edges / len(atoms))
 
     def __call__(self, atoms) -> None:
         cutoff = self.potential.cutoff
-        if estimate_edges(atoms, cutoff) < max(MIN_CHECKED_EDGES, self._passed):
+        edges = estimate_edges(atoms, cutoff)
+        if edges < max(MIN_CHECKED_EDGES, self._passed):
             return
-        edges, needed = self.estimate(atoms)
+        edges, needed = self.estimate(atoms, edges)
         room, source = available_memory(self.device)
         if needed > room:
             dtype = str(self.dtype).replace("torch.", "")

@@ -348,6 +348,11 @@ def case_md_option_of_another_ensemble(tmp, monkeypatch):
     return ["md", CU_CIF, "--pressure", "5", "--model", EMT, "--out-dir", tmp / "md"]
 
 
+def case_md_exploded(tmp, monkeypatch):
+    return ["md", CU_CIF, "--supercell", "2", "--timestep", "60", "--allow-extreme", "--seed", "0", "--model", EMT,
+            "--no-progress", "--out-dir", tmp / "md"]
+
+
 def case_md_too_large_for_memory(tmp, monkeypatch):
     return ["md", CU_CIF, "--supercell", "60", "60", "60", "--no-progress", "--out-dir", tmp / "md"]
 
