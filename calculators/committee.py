@@ -20,10 +20,10 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 import torch
-from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
+from ase.calculators.calculator import all_changes
 
 from mlip.allocator import tune_malloc
-from mlip.calculators.mlip_calculator import _identical, _same, resolve_device, resolve_dtype
+from mlip.calculators.mlip_calculator import GraphCalculator, resolve_device, resolve_dtype
 from mlip.graph import AtomicGraph
 from mlip.graph_builder import GraphBuilder
 from mlip.potential import Potential
@@ -39,7 +39,8 @@ def load_members(members: Sequence[Union[str, Potential]]) -> List[Potential]:
         raise ValueError(f"a committee needs at least two potentials, got {len(potentials)}")
     cutoffs = sorted({float(p.cutoff) for p in potentials})
     if len(cutoffs) > 1:
-        raise ValueError(f"the committee's potentials have different cutoffs ({', '.join(map(str, cutoffs))} Å); "
+        listed = ", ".join(map(str, cutoffs))
+        raise ValueError(f"the committee's potentials have different cutoffs ({listed} Å); "
                          "its members share one neighbour list, so they need one cutoff")
     return potentials
 
@@ -121,7 +122,7 @@ def spread(values: np.ndarray) -> np.ndarray:
     return np.sqrt((deviation ** 2).mean(axis=0))
 
 
-class CommitteeCalculator(Calculator):
+class CommitteeCalculator(GraphCalculator):
     """ASE calculator of a committee of potentials: the mean of the members' predictions, and their
     spread as uncertainty.
 
@@ -157,33 +158,21 @@ class CommitteeCalculator(Calculator):
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)
         members = load_members(potentials)
-        self.potentials = [copy.deepcopy(p).to(device=self.device, dtype=self.dtype).requires_grad_(False).eval()
-                           for p in members]
+        self.potentials = [copy.deepcopy(p).to(device=self.device, dtype=self.dtype).requires_grad_(False)
+                           .eval() for p in members]
         numbers = sorted(set.intersection(*(set(p.atomic_numbers.tolist()) for p in self.potentials)))
         self._builder = GraphBuilder(self.potentials[0].cutoff, dtype=self.dtype, device=self.device,
                                      neighbor_backend=neighbor_backend, allowed_numbers=numbers)
         if self.device.type == "cpu":
             tune_malloc()
 
-    def check_state(self, atoms, tol: float = 1e-15):
-        if self.atoms is not None and _identical(self.atoms, atoms):
-            return []
-        changes = super().check_state(atoms, tol=tol)
-        if self.atoms is not None and "info" not in changes and not _same(self.atoms.info, atoms.info):
-            changes.append("info")
-        return changes
+    def _graph_builder(self) -> GraphBuilder:
+        return self._builder
 
     def calculate(self, atoms=None, properties=None, system_changes=all_changes):
         if properties is None:
             properties = self.implemented_properties
-        super().calculate(atoms, properties, system_changes)
-        atoms = self.atoms
-        graph = self._builder(atoms)  # validates the structure first (ValueError naming the problem)
-        has_volume = atoms.cell.rank == 3 and abs(atoms.cell.volume) > 0
-        if "stress" in properties and not has_volume:
-            raise PropertyNotImplementedError(
-                "stress needs a cell with non-zero volume (this structure has "
-                f"cell rank {atoms.cell.rank}, pbc={atoms.pbc.tolist()})")
+        atoms, graph, has_volume = self._start(atoms, properties, system_changes)
         out = {k: v.to(torch.float64).cpu().numpy() for k, v in
                committee_outputs(self.potentials, graph, compute_stress=has_volume).items()}
         energies = out["energy"][:, 0]

@@ -66,7 +66,40 @@ def _identical(a, b) -> bool:
     return _same(a.info, b.info)
 
 
-class MLIPCalculator(Calculator):
+class GraphCalculator(Calculator):
+    """What the package's calculators share: results kept while the atoms are bit for bit those of the
+    last call or ASE finds no change (``atoms.info`` included), and the start of every calculation (ASE's
+    bookkeeping, the structure's graph from the subclass's ``_graph_builder()``, whether it has a
+    volume). Subclasses: :class:`MLIPCalculator`, :class:`mlip.calculators.CommitteeCalculator`."""
+
+    def check_state(self, atoms, tol: float = 1e-15):
+        if self.atoms is not None and _identical(self.atoms, atoms):
+            return []  # bit for bit the atoms of the last call (ASE's comparison would find no change)
+        changes = super().check_state(atoms, tol=tol)
+        if self.atoms is not None and "info" not in changes and not _same(self.atoms.info, atoms.info):
+            changes.append("info")
+        return changes
+
+    def _graph_builder(self) -> GraphBuilder:
+        raise NotImplementedError
+
+    def _start(self, atoms, properties, system_changes):
+        """ASE's ``calculate`` bookkeeping, then ``(atoms, graph, has_volume)`` of the structure; the graph
+        is built after the structure is validated (ValueError naming the problem), and stress asked of a
+        structure without a volume is a PropertyNotImplementedError."""
+        super().calculate(atoms, properties, system_changes)
+        atoms = self.atoms
+        graph = self._graph_builder()(atoms)  # validates the structure first (ValueError naming the problem)
+        has_volume = atoms.cell.rank == 3 and abs(atoms.cell.volume) > 0
+        if "stress" in properties and not has_volume:
+            raise PropertyNotImplementedError(
+                "stress needs a cell with non-zero volume (this structure has "
+                f"cell rank {atoms.cell.rank}, pbc={atoms.pbc.tolist()})"
+            )
+        return atoms, graph, has_volume
+
+
+class MLIPCalculator(GraphCalculator):
     """ASE calculator for an mlip potential.
 
     Properties: ``energy``, ``free_energy`` (= energy), ``energies`` (per atom, summing to the
@@ -141,26 +174,10 @@ class MLIPCalculator(Calculator):
                                                   allowed_numbers=config[1], check_size=check))
         return self._builder[1]
 
-    def check_state(self, atoms, tol: float = 1e-15):
-        if self.atoms is not None and _identical(self.atoms, atoms):
-            return []  # bit for bit the atoms of the last call (ASE's comparison would find no change)
-        changes = super().check_state(atoms, tol=tol)
-        if self.atoms is not None and "info" not in changes and not _same(self.atoms.info, atoms.info):
-            changes.append("info")
-        return changes
-
     def calculate(self, atoms=None, properties=None, system_changes=all_changes):
         if properties is None:
             properties = self.implemented_properties
-        super().calculate(atoms, properties, system_changes)
-        atoms = self.atoms
-        graph = self._graph_builder()(atoms)  # validates the structure first (ValueError naming the problem)
-        has_volume = atoms.cell.rank == 3 and abs(atoms.cell.volume) > 0
-        if "stress" in properties and not has_volume:
-            raise PropertyNotImplementedError(
-                "stress needs a cell with non-zero volume (this structure has "
-                f"cell rank {atoms.cell.rank}, pbc={atoms.pbc.tolist()})"
-            )
+        atoms, graph, has_volume = self._start(atoms, properties, system_changes)
         out = self.potential(graph, compute_forces=True, compute_stress=has_volume)
         energy = float(out["energy"].detach().to(torch.float64).cpu()[0])
         if not np.isfinite(energy):
