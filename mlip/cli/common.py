@@ -194,18 +194,11 @@ def read_structure(path: str, index: int = -1, format: Optional[str] = None, maj
 def _ordered(atoms, path: Path, index: int, format: Optional[str], majority_species: bool):
     """``atoms`` with one species per site (:func:`mlip.data.occupancy.require_ordered`); the refusal
     names a CIF's sites by their labels (read again, with the file's tags, only then)."""
-    from mlip.data.occupancy import disordered_sites, require_ordered
+    from mlip.data.occupancy import disordered_sites, require_ordered, site_labels
 
     if not disordered_sites(atoms):
         return atoms
-    labels = None
-    try:
-        import ase.io
-
-        tagged = ase.io.read(str(path), index=index, format=format, store_tags=True)
-        labels = tagged.info.get("_atom_site_label")
-    except Exception:  # not a CIF (no tags to keep), or no labels: sites are named by their row
-        pass
+    labels = site_labels(path, index, format)
     try:
         ordered = require_ordered(atoms, str(path), majority_species, labels=labels)
     except ValueError as err:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from mlip.cli.common import CLIError, lock_output_folder
+from mlip.data.occupancy import disordered_sites, require_ordered, site_labels
 
 
 def parse_setting(text: str):
@@ -57,6 +58,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         structures = ase.io.read(args.input, ":")
     except Exception as err:  # ASE raises many kinds for a malformed file
         raise CLIError(f"cannot read structures from {args.input!r}: {err}") from None
+    for k, atoms in enumerate(structures):  # a partially occupied site would be labelled as ASE fills it
+        if disordered_sites(atoms):
+            try:
+                require_ordered(atoms, f"{args.input}, frame {k}", option=None,
+                                labels=site_labels(args.input, k))
+            except ValueError as err:
+                raise CLIError(str(err)) from None
     lab = labeller(args.calculator, dict(args.setting))
     # Shards share the folder; of the MPI ranks of one GPAW calculation only the writing one locks it.
     lock_output_folder(args.out_dir, sharding=(args.shards, args.shard_index), writer=lab.is_writer)

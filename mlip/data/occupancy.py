@@ -100,6 +100,19 @@ def disordered_sites(atoms, labels: Optional[Sequence[str]] = None) -> List[Diso
     return sites
 
 
+def site_labels(path, index: int = -1, format: Optional[str] = None) -> Optional[List[str]]:
+    """The site labels (``_atom_site_label``: ``Cu1``, ...) of frame ``index`` of a CIF, by kind; None for
+    a file that has none (another format, or a CIF without labels)."""
+    import ase.io
+
+    try:
+        tagged = ase.io.read(str(path), index=index, format=format, store_tags=True)
+    except Exception:  # not a CIF (no tags to keep), or unreadable: sites are named by their row
+        return None
+    labels = tagged.info.get("_atom_site_label")
+    return [str(label) for label in labels] if isinstance(labels, list) else None
+
+
 def require_ordered(atoms, where: str, majority_species: bool = False,
                     option: Optional[str] = "--majority-species", labels: Optional[Sequence[str]] = None):
     """``atoms`` if every site holds one species fully; else ValueError naming the first disordered
@@ -126,4 +139,4 @@ def require_ordered(atoms, where: str, majority_species: bool = False,
     return atoms
 
 
-__all__ = ["DisorderedSite", "TOLERANCE", "disordered_sites", "require_ordered"]
+__all__ = ["DisorderedSite", "TOLERANCE", "disordered_sites", "require_ordered", "site_labels"]

@@ -79,3 +79,16 @@ def test_batch_readers_refuse_a_partially_occupied_site(tmp_path):
         read_structures(path)
     with pytest.raises(ValueError, match=r"cuau.cif, frame 0: site .* partially occupied"):
         read_kappa_structures(path, require_settings=False)
+
+
+def test_labelling_refuses_a_partially_occupied_site(tmp_path, capsys):
+    from mlip.testing import run_cli
+    from mlip.testing.structures import disordered_cuau_cif
+
+    path = tmp_path / "cuau.cif"
+    path.write_text(disordered_cuau_cif(cu=0.25, au=0.75))
+    code, _, err = run_cli(capsys, "data", "label", path, "--calculator", "emt", "--out-dir",
+                           tmp_path / "run", "-o", tmp_path / "l.xyz")
+    assert code == 2, err
+    assert "cuau.cif, frame 0: site Cu1 (Cu 0.25, Au 0.75 at 0, 0, 0) is partially occupied" in err
+    assert not (tmp_path / "l.xyz").exists() and not (tmp_path / "run").exists()
