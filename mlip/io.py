@@ -108,6 +108,24 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def json_roundtrip(value: Any) -> Any:
+    """``value`` as it reads back from JSON (:func:`jsonable`, tuples become lists), so recorded settings
+    and new ones compare equal."""
+    return json.loads(json.dumps(jsonable(value), sort_keys=True))
+
+
+def first_difference(old: Any, new: Any, prefix: str = ""):
+    """(dotted key, old value, new value) of the first difference of two JSON values (mappings compared key
+    by key, in sorted order), or None when they are equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            found = first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
+            if found is not None:
+                return found
+        return None
+    return None if old == new else (prefix.rstrip("."), old, new)
+
+
 def write_text(path: Union[str, Path], text: str, compress: bool = False) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (parent folders are created); ``compress=True``
     gzip-compresses it with a zero timestamp (the same text gives the same bytes): name the file
@@ -181,4 +199,5 @@ def read_yaml(path: Union[str, Path], what: str = "config") -> Any:
         raise ValueError(f"{what} {path!r} is not valid YAML: {err}") from None
 
 
-__all__ = ["atomic_write", "atoms_from_dict", "atoms_to_dict", "jsonable", "read_json", "read_yaml", "write_json"]
+__all__ = ["atomic_write", "atoms_from_dict", "atoms_to_dict", "first_difference", "json_roundtrip", "jsonable",
+           "read_json", "read_yaml", "write_json"]

@@ -77,6 +77,11 @@ def start_command(argv: Sequence[str]) -> None:
     _command_line = shlex.join([PROG, *map(str, argv)])
 
 
+def command_line() -> str:
+    """The command line of the running ``mlip`` command (what its run locks record)."""
+    return _command_line
+
+
 def end_command() -> None:
     """Release the run locks the command took (:func:`lock_output_folder`), however it ended."""
     _locked_folders.clear()

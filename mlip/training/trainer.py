@@ -192,7 +192,7 @@ def _refuse_differences(where: str, checks) -> None:
             raise ValueError(f"{where}: its {what} ({theirs}) differs from the config's model ({mine})")
 
 
-def _load_initial_weights(potential, source: str, grow: bool = False) -> None:
+def load_initial_weights(potential, source: str, grow: bool = False) -> None:
     """Copy the weights of checkpoint ``source`` into ``potential`` (``init_from``), refusing a
     checkpoint of another architecture, species, cutoff or hyperparameters.
 
@@ -511,7 +511,7 @@ def _build_potential(config: TrainConfig, dist: "_Distributed", train_samples: l
     # None: keep the init_from checkpoint's reference energies (and whether they are isolated-atom ones)
     reference = isolated_atom_energies(train_samples + valid_samples, numbers, potential.cutoff) if isolated else None
     if config.init_from:
-        _load_initial_weights(potential, config.init_from, grow=config.init_grow)
+        load_initial_weights(potential, config.init_from, grow=config.init_grow)
         scale, scale_kind = float(potential.scale), f"kept from {config.init_from}"
     elif config.init_embedded_atom_from:
         _load_embedded_atom(potential, config.init_embedded_atom_from)

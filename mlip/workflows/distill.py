@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
-from mlip.io import atomic_write, read_json, read_yaml, write_json
+from mlip.io import atomic_write, first_difference, json_roundtrip, read_json, read_yaml, write_json
 
 SETTINGS_NAME = "distill.json"
 STRUCTURES_NAME = "structures.xyz"
@@ -124,31 +124,13 @@ def _check_settings(out_dir: Path, settings: Dict[str, Any]) -> bool:
             raise ValueError(f"out_dir {str(out_dir)!r} holds {', '.join(taken)} but no {SETTINGS_NAME}: "
                              "not a distillation folder; choose another out_dir")
         return False
-    changed = _first_difference({k: v for k, v in recorded.items() if k not in RESUMABLE_SETTINGS},
-                                {k: v for k, v in settings.items() if k not in RESUMABLE_SETTINGS})
+    changed = first_difference({k: v for k, v in recorded.items() if k not in RESUMABLE_SETTINGS},
+                               {k: v for k, v in settings.items() if k not in RESUMABLE_SETTINGS})
     if changed is not None:
         key, before, now = changed
         raise ValueError(f"out_dir {str(out_dir)!r} was made with {key} = {before!r}, "
                          f"this run gives {now!r}: use the same {key} to resume, or another out_dir")
     return True
-
-
-def _first_difference(old: Any, new: Any, prefix: str = ""):
-    """(dotted key, old value, new value) of the first difference of two JSON values, or None."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new)):
-            found = _first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
-            if found is not None:
-                return found
-        return None
-    return None if old == new else (prefix.rstrip("."), old, new)
-
-
-def _json_roundtrip(value):
-    """``value`` as it reads back from JSON (tuples become lists), so settings compare equal."""
-    from mlip.io import jsonable
-
-    return json.loads(json.dumps(jsonable(value), sort_keys=True))
 
 
 def _teacher_md_calculator(lab, elements: Sequence[str]):
@@ -288,11 +270,11 @@ def distill(elements: Sequence[str], teacher: str = "emt", out_dir: Union[str, P
     split_indices(0, fractions)  # the fractions' own errors, before anything is made
     lab = labeller(teacher, settings)
     config = student_config(student, elements)
-    record = _json_roundtrip({"elements": elements, "teacher": teacher,
-                              "teacher_settings": dict(settings or {}), "counts": counts, "seed": int(seed),
-                              "fractions": list(fractions),
-                              "student": str(student), "student_config": config, "epochs": epochs,
-                              "minutes": minutes})
+    record = json_roundtrip({"elements": elements, "teacher": teacher,
+                             "teacher_settings": dict(settings or {}), "counts": counts, "seed": int(seed),
+                             "fractions": list(fractions),
+                             "student": str(student), "student_config": config, "epochs": epochs,
+                             "minutes": minutes})
     from mlip.training import TrainConfig
 
     TrainConfig.from_dict({**config, "data": {"train": "-"}}, where="student")  # a bad config fails here

@@ -188,6 +188,7 @@ FOLDER_COMMANDS = {
                                "--out-dir", tmp / "held", "-o", tmp / "l.xyz"],
     "distill": lambda tmp: ["distill", "Cu", "--teacher", "emt", "--out-dir", tmp / "held"],
     "eval": lambda tmp: ["eval", EMT, _labelled(tmp), "--out-dir", tmp / "held"],
+    "learn": lambda tmp: ["learn", _labelled(tmp), "--oracle", "emt", "--out-dir", tmp / "held"],
 }
 
 
