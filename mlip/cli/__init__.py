@@ -100,6 +100,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from mlip.extras import MissingExtraError
 
     threads = getattr(args, "threads", None)
+    if threads is None and hasattr(args, "threads"):  # the command runs torch: threads that behave
+        from mlip.threads import default_threads
+
+        threads = default_threads()
     debug = os.environ.get("MLIP_DEBUG", "") not in ("", "0")
     previous_threads = None
     start_command(argv)

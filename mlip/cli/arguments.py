@@ -102,8 +102,8 @@ def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
         "--threads",
         type=positive_int,
         default=None,
-        help="CPU threads for torch (default: torch's choice); 1 is often fastest for small "
-        "structures and on a busy machine",
+        help="CPU threads for torch (default: the cores this process may use, less those other processes "
+        "keep busy, at least 1; OMP_NUM_THREADS, when set, wins)",
     )
 
 

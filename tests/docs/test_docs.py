@@ -115,7 +115,8 @@ def test_readme_documents_the_threads_option():
     assert "`--threads N`" in text and "`--threads 1`" in text
     md = next(a for a in build_parser()._subparsers._group_actions[0].choices["md"]._actions
               if "--threads" in a.option_strings)
-    assert md.default is None  # "default: torch's choice", as the README says
+    assert md.default is None  # chosen at run time by mlip.threads, as the README says
+    assert "`mlip.threads`" in text
 
 
 def test_the_recipes_readme_lists_every_shipped_model_and_its_stages():
