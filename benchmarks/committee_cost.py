@@ -1,7 +1,8 @@
 """Cost of one committee call beside one model's: what the uncertainty of ``CommitteeCalculator`` costs.
 
     python benchmarks/committee_cost.py [--models embedded-atom-emt equiformer_v3-emt] [--members 2 4]
-        [--sizes 16 108] [--rounds 3] [--repeats 10] [--threads 1] [--json benchmarks/results/committee_cost.json]
+        [--sizes 16 108] [--rounds 3] [--repeats 10] [--threads 1]
+        [--json benchmarks/results/committee_cost.json]
 
 For each shipped model (its weights copied into every member: the cost does not depend on the weights)
 and each structure size (rattled fcc Cu/Au cells, half Au), one call is ``get_potential_energy``,

@@ -82,7 +82,7 @@ def committee_predictions(potentials: Sequence[Potential], structures: Sequence,
     (NaN without a volume), the means, and ``energy_uncertainty`` (eV), ``forces_uncertainty`` [n]
     (eV/Å), as :class:`CommitteeCalculator` defines them. The potentials are copied to ``dtype`` and
     ``device`` (the originals are left as they are)."""
-    import mlip
+    from mlip.graph import batch_atoms
 
     torch_dtype = resolve_dtype(dtype)
     members = [copy.deepcopy(p).to(device=device, dtype=torch_dtype).requires_grad_(False).eval()
@@ -95,7 +95,7 @@ def committee_predictions(potentials: Sequence[Potential], structures: Sequence,
         bar = tqdm(total=len(structures), desc=desc, unit="structure", leave=False, dynamic_ncols=True)
     for start in range(0, len(structures), batch_size):
         chunk = list(structures[start:start + batch_size])
-        graph = mlip.batch_atoms(chunk, members[0].cutoff, dtype=torch_dtype, device=device)
+        graph = batch_atoms(chunk, members[0].cutoff, dtype=torch_dtype, device=device)
         out = {k: v.to(torch.float64).cpu().numpy() for k, v in committee_outputs(members, graph).items()}
         offset = 0
         for k, atoms in enumerate(chunk):

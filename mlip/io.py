@@ -199,5 +199,5 @@ def read_yaml(path: Union[str, Path], what: str = "config") -> Any:
         raise ValueError(f"{what} {path!r} is not valid YAML: {err}") from None
 
 
-__all__ = ["atomic_write", "atoms_from_dict", "atoms_to_dict", "first_difference", "json_roundtrip", "jsonable",
-           "read_json", "read_yaml", "write_json"]
+__all__ = ["atomic_write", "atoms_from_dict", "atoms_to_dict", "first_difference", "json_roundtrip",
+           "jsonable", "read_json", "read_yaml", "write_json"]

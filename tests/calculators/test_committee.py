@@ -16,7 +16,8 @@ SMALL = dict(hidden=16, num_radial=8, num_densities=4)
 
 
 def members(n=3, cutoff=4.5, species=("Cu", "Au")):
-    return [create_model("embedded_atom", species=list(species), cutoff=cutoff, seed=s, **SMALL) for s in range(n)]
+    return [create_model("embedded_atom", species=list(species), cutoff=cutoff, seed=s, **SMALL)
+            for s in range(n)]
 
 
 def bulk_cuau():
@@ -127,7 +128,8 @@ def test_predictions_of_many_structures_are_the_calculators():
         assert result["energy"] == pytest.approx(calc.results["energy"], abs=1e-10)
         np.testing.assert_allclose(result["forces"], calc.results["forces"], atol=1e-10)
         assert result["energy_uncertainty"] == pytest.approx(calc.results["energy_uncertainty"], abs=1e-10)
-        np.testing.assert_allclose(result["forces_uncertainty"], calc.results["forces_uncertainty"], atol=1e-10)
+        np.testing.assert_allclose(result["forces_uncertainty"], calc.results["forces_uncertainty"],
+                                   atol=1e-10)
         if "stress" in calc.results:
             np.testing.assert_allclose(result["stress"], calc.results["stress"], atol=1e-12)
     assert potentials[0].reference_energies.dtype == torch.float64  # the originals are untouched

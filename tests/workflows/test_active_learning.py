@@ -46,8 +46,8 @@ def run(inputs, out_dir, resume=False, **changes):
     """:func:`learn` with the tiny settings (``changes`` on top); returns (result, its stage lines)."""
     initial, heldout, config = inputs
     lines = []
-    result = learn(initial, "emt", out_dir, heldout=heldout, settings={**SETTINGS, "model": str(config), **changes},
-                   resume=resume, progress=False, log=lines.append)
+    result = learn(initial, "emt", out_dir, heldout=heldout, resume=resume, progress=False, log=lines.append,
+                   settings={**SETTINGS, "model": str(config), **changes})
     return result, lines
 
 
@@ -59,7 +59,8 @@ def test_two_iterations_end_to_end_from_the_command_line(inputs, tmp_path, capsy
     initial, heldout, config = inputs
     out = tmp_path / "run"
     args = ["learn", initial, "--oracle", "emt", "--out-dir", out, "--heldout", heldout, "--model", config,
-            "--epochs", 1, "--finetune-epochs", 1, "--label-budget", 4, "--per-iteration", 2, "--temperatures", 800,
+            "--epochs", 1, "--finetune-epochs", 1, "--label-budget", 4, "--per-iteration", 2,
+            "--temperatures", 800,
             *sum((["--explore", f"{k}={v}"] for k, v in EXPLORE.items() if k != "temperatures"), []),
             "--no-progress"]
     t0 = time.perf_counter()
@@ -74,8 +75,8 @@ def test_two_iterations_end_to_end_from_the_command_line(inputs, tmp_path, capsy
     # every iteration keeps its frames, models and metrics
     for k in (1, 2):
         folder = out / f"iter-{k:03d}"
-        for name in ("pool.xyz", "selected.xyz", "labelled.xyz", "member-0.safetensors", "member-1.safetensors",
-                     "metrics.json"):
+        for name in ("pool.xyz", "selected.xyz", "labelled.xyz", "member-0.safetensors",
+                     "member-1.safetensors", "metrics.json"):
             assert (folder / name).is_file(), folder / name
         pool, selected = ase.io.read(folder / "pool.xyz", ":"), ase.io.read(folder / "selected.xyz", ":")
         kinds = {f.info["config_type"] for f in pool}
@@ -169,12 +170,14 @@ def test_a_loop_can_start_from_members_trained_elsewhere(inputs, tmp_path):
     initial, heldout, config = inputs
     lines = []
     result = learn(initial, "emt", tmp_path / "second", heldout=heldout, committee=first.committee,
-                   settings={**SETTINGS, "model": str(config), "label_budget": 2}, progress=False, log=lines.append)
+                   settings={**SETTINGS, "model": str(config), "label_budget": 2}, progress=False,
+                   log=lines.append)
     assert lines[0] == f"iteration 0 train: 2 members copied from {first.committee[0]}, {first.committee[1]}"
     copied = tmp_path / "second" / "iter-000" / "member-0.safetensors"
     assert copied.read_bytes() == first.committee[0].read_bytes()
     assert not (tmp_path / "second" / "iter-000" / "training").exists()
-    trained = json.loads((tmp_path / "second" / "iter-001" / "training" / "member-0" / "config.json").read_text())
+    member = tmp_path / "second" / "iter-001" / "training" / "member-0"
+    trained = json.loads((member / "config.json").read_text())
     assert trained["init_from"] == str(copied) and result.labels == 2
     # a checkpoint that cannot warm-start the configured model is refused before anything is made
     other = tmp_path / "other.yaml"

@@ -1,0 +1,52 @@
+"""docs/active-learning.md runs as written: every ``bash`` and ``python`` block of the page, in order, in one
+fresh folder (``mlip`` from this interpreter's environment), and what the page says the run leaves there."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "active-learning.md"
+
+pytestmark = pytest.mark.skipif(not DOC.is_file(), reason="docs/ is not beside the tests (installed tests)")
+
+
+def blocks() -> list:
+    """(language, text) of every fenced bash or python block of the page, in order."""
+    text = DOC.read_text(encoding="utf-8")
+    return [(m[1], m[2]) for m in re.finditer(r"^```(bash|python)\n(.*?)^```", text, flags=re.S | re.M)]
+
+
+def test_the_page_has_the_walk_through():
+    languages = [language for language, _ in blocks()]
+    assert languages.count("bash") >= 5 and "python" in languages
+    text = "".join(body for _, body in blocks())
+    for command in ("mlip data label", "mlip learn", "--resume", "mlip md", "mlip eval"):
+        assert command in text, command
+
+
+@pytest.mark.slow
+def test_every_command_of_the_page_runs_as_written(tmp_path):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "OMP_NUM_THREADS": "1"}
+    outputs = []
+    for language, body in blocks():
+        argv = (["bash", "-euo", "pipefail", "-c", body] if language == "bash"
+                else [sys.executable, "-c", body])
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{language} block failed:\n{body}\n{done.stdout}\n{done.stderr}"
+        outputs.append(done.stdout)
+    run = tmp_path / "learn-run"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["labels"] == 30 and summary["stopped"] == "label budget of 30 spent"
+    assert [r["iteration"] for r in summary["iterations"]] == [0, 1, 2, 3]
+    for name in ("pool.xyz", "selected.xyz", "labelled.xyz", "member-0.safetensors", "metrics.json"):
+        assert (run / "iter-003" / name).is_file(), name
+    assert len(outputs[-1].split()) == 3  # the committee's energy, its spread and the largest force spread
