@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: they accelerate; the package's own ``__init__`` is placed by :data:`PACKAGE_LAYER`.
 LAYERS: List[Tuple[str, List[str]]] = [
     ("base", ["mlip.version", "mlip.io", "mlip.elements", "mlip.keys", "mlip.extras", "mlip.allocator",
-              "mlip.derived_constants", "mlip.structure_checks", "mlip.run_lock",
+              "mlip.derived_constants", "mlip.structure_checks", "mlip.run_lock", "mlip.threads",
               "mlip.kernels"]),  # the kernels' switch and CuPy loader
     ("data", ["mlip.data"]),
     ("graph", ["mlip.graph", "mlip.graph_builder", "mlip.neighbors", "mlip.kernels.neighbor_list"]),
