@@ -74,7 +74,10 @@ def test_readme_starts_with_the_two_commands():
     assert "--model default" in first
     assert text.index(first) < text.index("<!-- test-command -->")
     test = _code_block_after(text, "<!-- test-command -->")
-    assert test.startswith("pip install torch==") and '-e ".[test]"' in test and test.endswith("&& pytest"), test
+    assert test.startswith("pip install torch==") and '-e ".[test]"' in test, test
+    assert re.search(r"&& pytest( -n \d+)?$", test), test  # the whole suite, on one process or several
+    constraints = re.search(r" -c (\S+)", test)  # the pinned test environment (README, "Tests")
+    assert constraints and (ROOT / constraints.group(1)).is_file(), test
     ci = (ROOT / ".ci" / "run")
     if ci.is_file():
         assert "<!-- test-command -->" in ci.read_text()
