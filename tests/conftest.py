@@ -1,6 +1,10 @@
 """Shared fixtures: ``arch`` (each architecture the physics suite runs on) and ``potential64`` (its
 float64 potential). The architectures, the structures and the checks live in :mod:`mlip.testing`; to put
 a new architecture through the whole suite, add an entry to ``mlip.testing.ARCHITECTURES``.
+
+Under pytest-xdist with ``--dist loadgroup`` (the README's test command) the tests of a module that uses a
+module-scoped fixture form one group, run by one worker: the fixture (a κ calculation, a miniature
+benchmark, a wheel) is computed once, not once per worker. Other tests are dealt out one by one.
 """
 
 from __future__ import annotations
@@ -18,6 +22,18 @@ import torch  # noqa: E402
 from mlip.testing import ARCHITECTURES, build_potential  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+def uses_module_fixture(item) -> bool:
+    """Whether the test ``item`` uses a module-scoped fixture."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(defs and defs[-1].scope == "module" for defs in definitions.values())
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(params=sorted(ARCHITECTURES))

@@ -75,7 +75,8 @@ def test_readme_starts_with_the_two_commands():
     assert text.index(first) < text.index("<!-- test-command -->")
     test = _code_block_after(text, "<!-- test-command -->")
     assert test.startswith("pip install torch==") and '-e ".[test]"' in test, test
-    assert re.search(r"&& pytest( -n \d+)?$", test), test  # the whole suite, on one process or several
+    # the whole suite, on one process or several (a module's expensive fixture on one: tests/conftest.py)
+    assert re.search(r"&& pytest( -n \d+ --dist loadgroup)?$", test), test
     constraints = re.search(r" -c (\S+)", test)  # the pinned test environment (README, "Tests")
     assert constraints and (ROOT / constraints.group(1)).is_file(), test
     ci = (ROOT / ".ci" / "run")
