@@ -309,26 +309,30 @@ def stage_cost(ctx: Context) -> Dict[str, Any]:
     from mlip.workflows.kappa_comparison import kappa_compound
 
     args = ctx.args
+    previous_threads = torch.get_num_threads()  # main() may run inside a larger program (the tests)
     torch.set_num_threads(args.cost_threads)
-    student = (student_calculator(args.student, "cpu", dtype="float32") if args.student not in LABELLER_NAMES
-               else ctx.student())
-    teacher = ctx.teacher()
-    cells = {}
-    for spec in args.kappa_compounds:
-        name, unit = kappa_compound(spec)
-        for target in (64, 512):
-            atoms = unit.repeat(max(1, round((target / len(unit)) ** (1 / 3))))
-            atoms.info = {}
-            cells[f"{name}-{len(atoms)}"] = atoms
-    times: Dict[str, Dict[str, List[float]]] = {key: {"student": [], "teacher": []} for key in cells}
-    for _ in range(args.cost_rounds):
-        for key, atoms in cells.items():
-            for who, calc in (("student", student), ("teacher", teacher)):
-                times[key][who].append(time_steps(calc, atoms.copy(), args.cost_repeats))
-    out = {}
-    for key, t in times.items():
-        s, te = min(t["student"]), min(t["teacher"])
-        out[key] = {"student_s": s, "teacher_s": te, "teacher_over_student": te / s}
+    try:
+        student = (student_calculator(args.student, "cpu", dtype="float32")
+                   if args.student not in LABELLER_NAMES else ctx.student())
+        teacher = ctx.teacher()
+        cells = {}
+        for spec in args.kappa_compounds:
+            name, unit = kappa_compound(spec)
+            for target in (64, 512):
+                atoms = unit.repeat(max(1, round((target / len(unit)) ** (1 / 3))))
+                atoms.info = {}
+                cells[f"{name}-{len(atoms)}"] = atoms
+        times: Dict[str, Dict[str, List[float]]] = {key: {"student": [], "teacher": []} for key in cells}
+        for _ in range(args.cost_rounds):
+            for key, atoms in cells.items():
+                for who, calc in (("student", student), ("teacher", teacher)):
+                    times[key][who].append(time_steps(calc, atoms.copy(), args.cost_repeats))
+        out = {}
+        for key, t in times.items():
+            s, te = min(t["student"]), min(t["teacher"])
+            out[key] = {"student_s": s, "teacher_s": te, "teacher_over_student": te / s}
+    finally:
+        torch.set_num_threads(previous_threads)
     return {"cells": out, "threads": args.cost_threads, "rounds": args.cost_rounds,
             "repeats": args.cost_repeats, "student_dtype": "float32"}
 

@@ -24,6 +24,19 @@ from mlip.testing import ARCHITECTURES, build_potential  # noqa: E402
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test ends with the one torch thread it started with. A test that leaves more (a benchmark's
+    main() run in-process that sets its own) fails, and the thread count is put back: the tests after it in
+    the same process would otherwise run with threads that spin-wait for each other, which took six times
+    the CPU on a loaded 2-core machine."""
+    yield
+    threads = torch.get_num_threads()
+    if threads != 1:
+        torch.set_num_threads(1)
+        pytest.fail(f"the test left torch with {threads} threads (restore torch.set_num_threads)")
+
+
 def uses_module_fixture(item) -> bool:
     """Whether the test ``item`` uses a module-scoped fixture."""
     definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
