@@ -284,10 +284,17 @@ def test_a_process_that_does_not_write_takes_no_lock(tmp_path, monkeypatch, caps
 
 
 # ---------------------------------------------------------------------------------------- real processes
+def _default_sigint():
+    """In the child before it starts: Ctrl-C (SIGINT) interrupts it. A shell without job control starts
+    background commands with SIGINT ignored (``pytest … &`` in a script), and a child would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def mlip_process(*argv, cwd, **kwargs) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", MLIP_DEBUG="0")
     return subprocess.Popen([sys.executable, "-m", "mlip", *map(str, argv)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint, **kwargs)
 
 
 def wait_for(condition, timeout=120.0):
@@ -301,7 +308,12 @@ def long_md(tmp_path, out_dir="md") -> subprocess.Popen:
     proc = mlip_process("md", CU_CIF, "--model", EMT, "--steps", "10000000", "--no-progress", "--out-dir",
                         out_dir, cwd=tmp_path)
     traj = tmp_path / out_dir / "md.traj"
-    wait_for(lambda: (traj.exists() and traj.stat().st_size > 0) or proc.poll() is not None)
+    try:
+        wait_for(lambda: (traj.exists() and traj.stat().st_size > 0) or proc.poll() is not None)
+    except BaseException:  # never leave a run of 10 million steps behind
+        proc.kill()
+        proc.communicate()
+        raise
     assert proc.poll() is None, proc.communicate()
     return proc
 
@@ -318,7 +330,12 @@ def test_two_md_runs_into_one_folder_the_second_is_refused_and_ctrl_c_releases(t
         assert "(mlip md " in err and "--steps 10000000" in err and ", since " in err, err
     finally:
         first.send_signal(signal.SIGINT)
-        _, err = first.communicate(timeout=120)
+        try:
+            _, err = first.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # Ctrl-C did not stop it: fail, but leave no run behind
+            first.kill()
+            first.communicate()
+            raise
     assert first.returncode == 130, err
     assert not (tmp_path / "md" / LOCK_NAME).exists()  # released on Ctrl-C
 
