@@ -18,11 +18,12 @@ SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".yaml", ".safetensors"}
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    assert proc.returncode == 0, proc.stderr[-3000:]
     wheels = list(out.glob("mlip_torch-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
@@ -31,12 +32,13 @@ def wheel(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory):
     out = tmp_path_factory.mktemp("sdist")
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--skip-dependency-check", "--outdir", str(out),
          str(ROOT)],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    assert proc.returncode == 0, proc.stderr[-3000:]
     archives = list(out.glob("mlip_torch-*.tar.gz")) + list(out.glob("mlip-torch-*.tar.gz"))
     assert len(archives) == 1, archives
     return archives[0]
