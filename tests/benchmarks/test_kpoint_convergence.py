@@ -114,6 +114,28 @@ def test_report_scores_rules_and_chooses_the_cheapest_policy_that_meets_the_targ
     assert scored[summary["chosen"]]["kinds"]["prototype"]["cost_vs_v1"] == pytest.approx((1 + 7) / 2)
 
 
+def test_report_chooses_the_reference_alone_when_every_cell_is_a_metal_only_it_converges(script, tmp_path):
+    # a cheap first calculation that finds a metal and a relabelling on the reference mesh costs more than
+    # the reference mesh alone
+    cells = []
+    for k, symbols in enumerate(["Ge2", "SiGe"]):
+        atoms = Atoms(symbols, positions=[[0, 0, 0], [1.4, 1.4, 1.4]], cell=np.eye(3) * 5.5, pbc=True)
+        atoms.info.update({"config_type": "rattled", "id": f"cell-{k}"})
+        cells.append(atoms)
+    write(tmp_path / "sample.xyz", cells, format="extxyz")
+    for name in script.RULES:
+        seconds = 100.0 if name == script.REFERENCE else 10.0
+        for k, atoms in enumerate(cells):
+            stress = np.full(6, 0.0 if name == script.REFERENCE else 0.001 * (k + 1))  # 0.16+ GPa off
+            record = _record(script, name, atoms, -10.0, np.zeros((2, 3)), 0.0, seconds, stress=stress)
+            write_result(tmp_path, f"{name}.{result_id(atoms)}", record)
+    summary = script.report(str(tmp_path), None, None, None)
+    scored = {p["policy"]: p for p in summary["policies"]}
+    assert scored[script.REFERENCE]["meets_targets"]
+    assert scored[f"g2.5, metals {script.REFERENCE} (gap <= 0.0 eV)"]["meets_targets"]
+    assert summary["chosen"] == script.REFERENCE
+
+
 def test_structure_dependent_error_removes_only_a_constant_per_element(script):
     rows = [{"structure": k, "n_atoms": n, "dE_meV_per_atom": e} for k, n, e in
             [("a", 2, 3.0), ("b", 2, -1.0), ("c", 2, 1.0), ("d", 4, 1.0)]]
