@@ -227,7 +227,7 @@ def bench_neighbors(sizes, batch_shape, device, budget, kernels, vesin_max_atoms
             if be == "vesin":
                 return batched_neighbor_list(pos.cpu(), cells.cpu(), pbc.cpu(), batch.cpu(), 5.0, backend="vesin")
             if be == "cuda-cells":
-                from mlip.kernels.neighbor_list import batched_neighbor_list_cuda
+                from mlip.neighbors.cuda_backend import batched_neighbor_list_cuda
 
                 return batched_neighbor_list_cuda(pos, cells, pbc, batch, 5.0, small_max_atoms=0)
             return batched_neighbor_list(pos, cells, pbc, batch, 5.0, backend=be)

@@ -3,8 +3,9 @@
 Two families, each a ``.cu`` source shipped with the package and compiled at first use by NVRTC
 (:mod:`mlip.kernels.cupy_module`):
 
-* :mod:`mlip.kernels.neighbor_list`: a cell-list neighbour search for batches of structures
-  (``backend="cuda"`` of :func:`mlip.neighbors.neighbor_list`);
+* ``neighbor_list.cu``: a cell-list neighbour search for batches of structures
+  (``backend="cuda"`` of :func:`mlip.neighbors.neighbor_list`, driven by
+  :mod:`mlip.neighbors.cuda_backend`);
 * :mod:`mlip.kernels.escn_rotation`: the fused gather-rotate and rotate-scatter steps of every
   EquiformerV3 layer, with backward passes, as ``torch.autograd.Function`` s.
 

@@ -2,7 +2,7 @@
 
 :data:`BACKENDS` maps each name to its pair of functions (one structure, a batch): ``"torch"``
 (:mod:`mlip.neighbors.cell_list`), ``"vesin"`` (:mod:`mlip.neighbors.vesin_backend`) and ``"cuda"``
-(:mod:`mlip.kernels.neighbor_list`). :func:`resolve_backend` turns ``"auto"`` into one of them;
+(:mod:`mlip.neighbors.cuda_backend`). :func:`resolve_backend` turns ``"auto"`` into one of them;
 :func:`neighbor_list` and :func:`batched_neighbor_list` call the chosen backend. The backends share
 only :mod:`mlip.neighbors.inputs`, :mod:`mlip.neighbors.images` and :mod:`mlip.neighbors.edges`,
 never each other.
@@ -17,24 +17,16 @@ import torch
 
 from mlip.kernels import cuda_kernels_available
 from mlip.neighbors.cell_list import batched_neighbor_list_torch, neighbor_list_torch
+from mlip.neighbors.cuda_backend import batched_neighbor_list_cuda, neighbor_list_cuda
 from mlip.neighbors.vesin_backend import batched_neighbor_list_vesin, neighbor_list_vesin
 
 __all__ = ["BACKENDS", "resolve_backend", "neighbor_list", "batched_neighbor_list"]
 
-
-def _cuda() -> Tuple[Callable, Callable]:
-    # imported at first use: the kernel module imports the shared modules of this package, whose
-    # __init__ imports this module
-    from mlip.kernels.neighbor_list import batched_neighbor_list_cuda, neighbor_list_cuda
-
-    return neighbor_list_cuda, batched_neighbor_list_cuda
-
-
-#: backend name → a function returning the backend's ``(neighbor_list, batched_neighbor_list)``
-BACKENDS: Dict[str, Callable[[], Tuple[Callable, Callable]]] = {
-    "vesin": lambda: (neighbor_list_vesin, batched_neighbor_list_vesin),
-    "torch": lambda: (neighbor_list_torch, batched_neighbor_list_torch),
-    "cuda": _cuda,
+#: backend name → the backend's ``(neighbor_list, batched_neighbor_list)``
+BACKENDS: Dict[str, Tuple[Callable, Callable]] = {
+    "vesin": (neighbor_list_vesin, batched_neighbor_list_vesin),
+    "torch": (neighbor_list_torch, batched_neighbor_list_torch),
+    "cuda": (neighbor_list_cuda, batched_neighbor_list_cuda),
 }
 
 
@@ -67,7 +59,7 @@ def neighbor_list(positions, cell, pbc, cutoff, backend="auto"):
         cutoff: float (Å).
         backend: "auto" (vesin when the tensors are on CPU; on CUDA the "cuda" kernel when
             :func:`mlip.kernels.cuda_kernels_available`, else "torch"), "vesin", "torch" or
-            "cuda" (:mod:`mlip.kernels.neighbor_list`, CUDA tensors only).
+            "cuda" (:mod:`mlip.neighbors.cuda_backend`, CUDA tensors only).
 
     Returns:
         ``(edge_index, shifts)``: edge_index [2, n_edges] int64 with rows (i, j), shifts
@@ -83,7 +75,7 @@ def neighbor_list(positions, cell, pbc, cutoff, backend="auto"):
             are zero or linearly dependent ("periodic cell has zero volume").
     """
     positions = torch.as_tensor(positions)
-    single, _ = BACKENDS[resolve_backend(backend, positions.device)]()
+    single, _ = BACKENDS[resolve_backend(backend, positions.device)]
     return single(positions, cell, pbc, cutoff)
 
 
@@ -106,5 +98,5 @@ def batched_neighbor_list(positions, cell, pbc, batch, cutoff, backend="auto"):
         offsets. A structure with zero atoms or one isolated atom gives no edges.
     """
     positions = torch.as_tensor(positions)
-    _, batched = BACKENDS[resolve_backend(backend, positions.device)]()
+    _, batched = BACKENDS[resolve_backend(backend, positions.device)]
     return batched(positions, cell, pbc, batch, cutoff)

@@ -23,7 +23,7 @@ import kernel_host_build as hb  # noqa: E402
 import mlip.kernels as mk  # noqa: E402
 from mlip.kernels import escn_reference as ref  # noqa: E402
 from mlip.kernels import escn_rotation as er  # noqa: E402
-from mlip.kernels import neighbor_list as knl  # noqa: E402
+from mlip.neighbors import cuda_backend as knl  # noqa: E402
 from mlip.neighbors import batched_neighbor_list, neighbor_list  # noqa: E402
 from mlip.neighbors.backends import resolve_backend  # noqa: E402
 from mlip.neighbors.inputs import complete_cells  # noqa: E402

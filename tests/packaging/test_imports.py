@@ -30,7 +30,7 @@ LAYERS: List[Tuple[str, List[str]]] = [
               "mlip.derived_constants", "mlip.structure_checks", "mlip.run_lock", "mlip.threads",
               "mlip.kernels"]),  # the kernels' switch and CuPy loader
     ("data", ["mlip.data"]),
-    ("graph", ["mlip.graph", "mlip.graph_builder", "mlip.neighbors", "mlip.kernels.neighbor_list"]),
+    ("graph", ["mlip.graph", "mlip.graph_builder", "mlip.neighbors"]),
     ("building blocks", ["mlip.nn", "mlip.so3", "mlip.kernels.escn_reference", "mlip.kernels.escn_rotation",
                          # until they move into mlip.nn
                          "mlip.radial", "mlip.scatter", "mlip.envelope_softmax", "mlip.attention_cutoff",
@@ -121,7 +121,25 @@ def imports(root: Path) -> List[Import]:
                 for alias in node.names:
                     if alias.name in mods:
                         found.append(Import(mod, alias.name, None, node.lineno))
-    return [imp for imp in found if imp.target != imp.importer]
+    found = [imp for imp in found if imp.target != imp.importer]
+    return found + package_inits_run(found, mods)
+
+
+def package_inits_run(found: List[Import], mods: Dict[str, Path]) -> List[Import]:
+    """The packages whose ``__init__`` the imports ``found`` execute: importing ``a.b.c`` runs
+    ``a/__init__`` and ``a/b/__init__`` first, except those of the importer's own packages (already
+    running when the importer runs). A module that imports ``a.b.c`` therefore depends on ``a.b`` as
+    well: a cycle through a package's ``__init__`` (``x`` → ``a.b.c``, ``a/b/__init__`` → ``x``) is a
+    cycle, held apart at most by a deferred import. Each is an :class:`Import` of the package (no name)."""
+    out: List[Import] = []
+    for imp in found:
+        parts = imp.target.split(".")
+        for k in range(1, len(parts)):
+            package = ".".join(parts[:k])
+            running = imp.importer == package or imp.importer.startswith(package + ".")
+            if package in mods and not running and package != imp.importer:
+                out.append(Import(imp.importer, package, None, imp.line))
+    return out
 
 
 def private_attribute_uses(root: Path) -> List[Import]:
@@ -278,8 +296,31 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     assert cycles(tmp_path) == [["mlip.data.reader", "mlip.io"]]
     assert {(i.importer, i.name) for i in private_imports(tmp_path)} == {
         ("mlip.data.reader", "_helper"), ("mlip.models", "_other")}
-    assert [(i.importer, i.target) for i in upward_imports(tmp_path)] == [("mlip.io", "mlip.data.reader")]
+    # importing mlip.data.reader runs mlip/data/__init__ as well
+    assert [(i.importer, i.target) for i in upward_imports(tmp_path)] == [("mlip.io", "mlip.data.reader"),
+                                                                         ("mlip.io", "mlip.data")]
     assert layer_of("mlip.nn.radial") == layer_of("mlip.so3.wigner") < layer_of("mlip.models.platonic")
+
+
+def test_a_cycle_through_a_package_init_is_found(tmp_path):
+    # the shape of the cycle kernels/neighbor_list → neighbors/__init__ → neighbors/backends → kernels/
+    # neighbor_list, held apart by a deferred import: no module imports ``mlip.neighbors`` by name
+    (tmp_path / "pyproject.toml").write_text('[tool.setuptools.package-dir]\n"mlip" = "mlip"\n')
+    pkg = tmp_path / "mlip"
+    for folder in ("kernels", "neighbors"):
+        (pkg / folder).mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from mlip.neighbors import neighbor_list\n")
+    (pkg / "kernels" / "__init__.py").write_text("")
+    (pkg / "kernels" / "search.py").write_text("from mlip.neighbors.edges import finalize\n")
+    (pkg / "neighbors" / "__init__.py").write_text("from mlip.neighbors.backends import neighbor_list\n")
+    (pkg / "neighbors" / "edges.py").write_text("def finalize():\n    pass\n")
+    (pkg / "neighbors" / "backends.py").write_text(
+        "from mlip.neighbors.edges import finalize\n\n\ndef neighbor_list():\n"
+        "    from mlip.kernels.search import search\n")
+    assert cycles(tmp_path) == [["mlip.kernels.search", "mlip.neighbors", "mlip.neighbors.backends"]]
+    # importing a module of one's own package runs no __init__ anew; the root package runs first
+    implied = {(i.importer, i.target) for i in imports(tmp_path) if i.name is None}
+    assert implied == {("mlip.kernels.search", "mlip.neighbors"), ("mlip.neighbors.backends", "mlip.kernels")}
 
 
 def main(root: Path) -> int:

@@ -1,5 +1,6 @@
 """GPU neighbour search (cell list, and all pairs for small structures): ``backend="cuda"`` of
-:func:`mlip.neighbors.neighbor_list`.
+:func:`mlip.neighbors.neighbor_list`, whose kernels are ``kernels/neighbor_list.cu`` (compiled by CuPy
+through :mod:`mlip.kernels.cupy_module`).
 
 Same output as the CPU paths (edge set (i, j, integer shift S), sorted by (i, j, S0, S1, S2)):
 the kernels apply the exact distance filter of :func:`mlip.neighbors.edges.finalize_edges`
@@ -40,6 +41,8 @@ from typing import Callable, Tuple
 import numpy as np
 import torch
 
+from mlip.kernels import cuda_kernels_available
+from mlip.kernels.cupy_module import launch, module
 from mlip.neighbors.edges import empty_edges, finalize_edges
 from mlip.neighbors.images import mat_rows, periodic_images
 from mlip.neighbors.inputs import inv3, prepare_batch, prepare_single, search_cutoff, to_device_async
@@ -205,8 +208,6 @@ def search_torch(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
 def search_cuda(plan: SearchPlan) -> Tuple[Tensor, Tensor]:
     """``count_pairs`` → exclusive scan → ``fill_pairs`` on the GPU (CuPy, torch's stream):
     edge_index [2, E], shifts [E, 3], filtered and sorted."""
-    from .cupy_module import launch, module
-
     mod = module("neighbor_list")
     suffix = _SUFFIX[plan.pos.dtype]
     n = plan.home.numel()
@@ -244,8 +245,6 @@ def small_search_cuda(pos: Tensor, batch: Tensor, start: Tensor, tables: Tensor,
     """``count_small`` → exclusive scan → ``fill_small`` on the GPU: the sorted, exactly filtered
     edge set. pos [N, 3] float32/64, batch [N] int64 (sorted), start [G + 1] int64 (atom ranges),
     tables [G, 21] float64 (:func:`small_tables`), all contiguous on one CUDA device."""
-    from .cupy_module import launch, module
-
     mod = module("neighbor_list")
     suffix = _SUFFIX[pos.dtype]
     n = pos.shape[0]
@@ -288,8 +287,6 @@ def _cell_list(positions, batch, full, masked, pbc, cutoff, search):
 
 
 def _require_cuda(positions: Tensor) -> None:
-    from . import cuda_kernels_available
-
     if positions.device.type != "cuda" or not cuda_kernels_available():
         raise ValueError("backend='cuda' needs positions on a CUDA device and CuPy with CUDA "
                          "(and MLIP_DISABLE_KERNELS unset); use backend='torch' otherwise")
