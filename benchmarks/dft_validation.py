@@ -24,7 +24,7 @@ constant, phonons and κ):
 * ``elastic``: C11, C12 (stress of ± ``--strain`` uniaxial strain) and C44 (± engineering shear
   strain, atoms relaxed in the strained cell; the clamped-ion value too) of the 2-atom diamond cell
   at the method's own lattice constant, central differences;
-* ``phonons``: phonopy (:func:`mlip.workflows.phonons.run_phonons`) at the method's own lattice
+* ``phonons``: phonopy (:func:`mlip.workflows.phonons.harmonic.run_phonons`) at the method's own lattice
   constant, ``--phonon-supercell`` × the 2-atom primitive cell (3: 54 atoms, one displacement, less the
   forces on the undisplaced supercell), band path frequencies; every method uses the same supercell, so
   the supercell is not sized by a model's cutoff (the DFT force constants fold periodic images in the
@@ -34,7 +34,7 @@ constant, phonons and κ):
 * ``surface``: (100) surface energy (E_slab − N·e_bulk)/(2A) of a symmetric ``--slab-layers`` slab
   with ``--vacuum`` Å on each side, bulk-terminated 1×1 (unrelaxed) and the 2×1 reconstruction
   (surface atoms paired into dimers, then relaxed);
-* ``kappa``: κ(300 K) by :func:`mlip.workflows.kappa.run_kappa` for every method but GPAW, whose
+* ``kappa``: κ(300 K) by :func:`mlip.workflows.phonons.kappa.run_kappa` for every method but GPAW, whose
   third-order force constants cost too much here: its entry is the published range (``LITERATURE``).
 
 Every evaluation (energy, forces, stress of one structure) is cached in
@@ -168,7 +168,7 @@ def gpaw_method(overrides: Dict[str, Any], cache_only: bool = False) -> Method:
 
 def emt_method() -> Method:
     from mlip.workflows.labelling import labeller
-    from mlip.workflows.run_cache import model_fingerprint
+    from mlip.workflows.fingerprints import model_fingerprint
 
     lab = labeller("emt")
     return Method("emt", model_fingerprint(lab.make(None)), lab.make,
@@ -183,8 +183,8 @@ def method_name(path: str) -> str:
 
 
 def model_method(spec: str) -> Method:
-    from mlip.workflows.model_loading import describe_model, resolve_calculator
-    from mlip.workflows.run_cache import model_fingerprint
+    from mlip.calculators.model_loading import describe_model, resolve_calculator
+    from mlip.workflows.fingerprints import model_fingerprint
 
     calc = resolve_calculator(spec, device="cpu", dtype="float64")
     name = method_name(spec) if os.path.exists(spec) else spec.split(":")[-1]
@@ -472,7 +472,7 @@ def prop_elastic(ctx: Context, element: str) -> Dict[str, Any]:
 
 
 def prop_phonons(ctx: Context, element: str) -> Dict[str, Any]:
-    from mlip.workflows.phonons import run_phonons
+    from mlip.workflows.phonons.harmonic import run_phonons
 
     n = ctx.sizes.phonon_supercell
     result = run_phonons(diamond(element, ctx.lattice[element]), ctx.calc, supercell=n, relax=False,
@@ -562,7 +562,7 @@ def prop_kappa(ctx: Context, element: str) -> Dict[str, Any]:
         value = LITERATURE["kappa_300K_W_per_mK"].get(element)
         return {"computed": False, "literature_range_W_per_mK": value,
                 "source": LITERATURE["kappa_300K_W_per_mK"]["source"]}
-    from mlip.workflows.kappa import run_kappa
+    from mlip.workflows.phonons.kappa import run_kappa
 
     n = ctx.sizes.kappa_supercell
     folder = ctx.out / "kappa" / ctx.method.key / element

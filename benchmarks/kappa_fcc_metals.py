@@ -59,7 +59,7 @@ def main(argv=None):
     parser.add_argument("--plot", default=None, help="bar plot path (default: OUT_DIR/kappa_fcc_metals.png)")
     args = parser.parse_args(argv)
 
-    from mlip.workflows.kappa_batch import load_kappa_table, run_kappa_batch, score_kappa_batch
+    from mlip.workflows.phonons.kappa_batch import load_kappa_table, run_kappa_batch, score_kappa_batch
 
     out = Path(args.out_dir)
     source = structures_file(out / "structures.extxyz", args.mesh)

@@ -19,9 +19,9 @@ Stages (``--stages``, default all; each resumable, a rerun recomputes nothing th
 * ``dft``: student and teacher against first-principles labels (``--dft``, e.g. the Si–Ge GPAW set),
   energies after per-element offsets fitted on each file (the codes' zeros of energy differ);
 * ``kappa``: κ(300 K) of ``--kappa-compounds`` (default Si, NaCl, MgO) by the student and by the teacher
-  through the package's κ protocol (:func:`mlip.workflows.kappa_comparison.compare_kappa`: conventional
-  cell, ``--kappa-supercell``-fold fc2/fc3 supercells, ``--kappa-mesh``³ q-mesh) and the student's
-  κ_SRME against the teacher; plot ``OUT/kappa/kappa-bars.png``;
+  through the package's κ protocol (:func:`mlip.workflows.phonons.kappa_comparison.compare_kappa`:
+  conventional cell, ``--kappa-supercell``-fold fc2/fc3 supercells, ``--kappa-mesh``³ q-mesh) and the
+  student's κ_SRME against the teacher; plot ``OUT/kappa/kappa-bars.png``;
 * ``cost``: seconds per energy+forces+stress call of student and teacher at about 64 and 512 atoms,
   alternating in one run.
 
@@ -96,7 +96,7 @@ def student_calculator(spec: str, device: str = "auto", dtype: str = "float64"):
         from mlip.workflows.labelling import labeller
 
         return labeller(spec).make(None)
-    from mlip.workflows.model_loading import resolve_calculator
+    from mlip.calculators.model_loading import resolve_calculator
 
     return resolve_calculator(spec, device=device, dtype=dtype)
 
@@ -189,7 +189,7 @@ def _plain(value) -> Optional[float]:
 # ------------------------------------------------------------------------------------------ κ
 def stage_kappa(ctx: Context) -> Dict[str, Any]:
     """κ(300 K) by student and teacher and the student's κ_SRME (see the module docstring)."""
-    from mlip.workflows.kappa_comparison import compare_kappa
+    from mlip.workflows.phonons.kappa_comparison import compare_kappa
 
     args = ctx.args
     folder = ctx.out / "kappa"
@@ -306,7 +306,7 @@ def stage_cost(ctx: Context) -> Dict[str, Any]:
     import torch
     from platonic_md_step import time_steps  # the timing of the MD-step benchmarks
 
-    from mlip.workflows.kappa_comparison import kappa_compound
+    from mlip.workflows.phonons.kappa_comparison import kappa_compound
 
     args = ctx.args
     previous_threads = torch.get_num_threads()  # main() may run inside a larger program (the tests)
@@ -351,7 +351,7 @@ STAGES: Dict[str, Callable[[Context], Dict[str, Any]]] = {
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     from mlip.cli.data_label import parse_setting
     from mlip.workflows.discovery.teacher_benchmark import DEFAULT_SYSTEMS
-    from mlip.workflows.kappa_comparison import DEFAULT_MESH, DEFAULT_SUPERCELL, KAPPA_COMPOUNDS
+    from mlip.workflows.phonons.kappa_comparison import DEFAULT_MESH, DEFAULT_SUPERCELL, KAPPA_COMPOUNDS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--student", required=True,
@@ -396,7 +396,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """Run the chosen stages and return the contents of ``OUT/student_vs_teacher.json``."""
     from mlip.io import read_json, write_json
     from mlip.workflows.discovery.teacher_benchmark import parse_systems
-    from mlip.workflows.kappa_comparison import kappa_compound
+    from mlip.workflows.phonons.kappa_comparison import kappa_compound
 
     args = parse_args(argv)
     if args.stages is None:

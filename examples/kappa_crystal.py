@@ -18,7 +18,7 @@ import numpy as np
 from ase.build import bulk
 
 from mlip.workflows import describe_model, is_untrained, resolve_calculator
-from mlip.workflows.kappa import run_kappa
+from mlip.workflows.phonons import run_kappa
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("out_dir", nargs="?", default="kappa-out", help="output folder (default: kappa-out)")

@@ -15,7 +15,7 @@ from pathlib import Path
 from ase.build import bulk
 
 from mlip.workflows import describe_model, is_untrained, resolve_calculator
-from mlip.workflows.phonons import KB_EV, run_phonons
+from mlip.workflows.phonons.harmonic import KB_EV, run_phonons
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("out_dir", nargs="?", default="phonon-bands-out", help="folder for the plots and JSON")

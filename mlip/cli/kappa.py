@@ -86,7 +86,7 @@ def run(args) -> int:
 
 def _run_batch(args) -> int:
     """--batch: this shard's materials, the merged results once every shard is done, κ_SRME."""
-    from mlip.workflows.kappa_batch import read_kappa_structures, run_kappa_batch, score_kappa_batch
+    from mlip.workflows.phonons.kappa_batch import read_kappa_structures, run_kappa_batch, score_kappa_batch
 
     out_dir = Path(args.out_dir)
     temperature = args.temperatures[0]
@@ -127,7 +127,7 @@ def _run_one(args) -> int:
     """One structure: κ at each temperature, kappa.json, κ_SRME against a reference kappa.json."""
     import numpy as np
 
-    from mlip.workflows.kappa import run_kappa
+    from mlip.workflows.phonons.kappa import run_kappa
 
     out_dir = Path(args.out_dir)
     temperature = args.temperatures[0]
@@ -162,8 +162,8 @@ def _run_one(args) -> int:
             print(line)
     print(f"wrote:     {out_dir}/kappa.json")
     if args.reference:
-        from mlip.workflows.kappa import load_kappa
-        from mlip.workflows.kappa_metrics import mean_kappa_scores
+        from mlip.workflows.phonons.kappa import load_kappa
+        from mlip.workflows.phonons.kappa_metrics import mean_kappa_scores
 
         reference = {"structure": load_kappa(args.reference)}
         scores = mean_kappa_scores({"structure": result}, reference, temperature)

@@ -47,7 +47,7 @@ def run(args) -> int:
     """Run the phonon workflow (phonons.json and plots in --out-dir) and print its summary."""
     import numpy as np
 
-    from mlip.workflows.phonons import run_phonons
+    from mlip.workflows.phonons.harmonic import run_phonons
 
     atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
     out_dir = lock_output_folder(args.out_dir)

@@ -10,16 +10,16 @@ True
 name, a checkpoint path, an :class:`mlip.Potential`, an ASE calculator, or ``"module:Class"``.
 """
 
-from mlip.workflows.kappa import KappaResult, load_kappa, run_kappa
-from mlip.workflows.md import ENSEMBLES, MDResult, energy_drift, run_md, save_energy_plot
-from mlip.workflows.model_loading import (
+from mlip.calculators.model_loading import (
     accepted_forms,
     describe_model,
     is_untrained,
     potential_of,
     resolve_calculator,
 )
-from mlip.workflows.phonons import PhononResult, default_supercell, run_phonons
+from mlip.workflows.phonons.kappa import KappaResult, load_kappa, run_kappa
+from mlip.workflows.md import ENSEMBLES, MDResult, energy_drift, run_md, save_energy_plot
+from mlip.workflows.phonons.harmonic import PhononResult, default_supercell, run_phonons
 from mlip.workflows.relax import RelaxResult, relax, spacegroup
 
 __all__ = [

@@ -70,7 +70,7 @@ def test_impossible_occupancies_are_refused(occupancies):
 
 def test_batch_readers_refuse_a_partially_occupied_site(tmp_path):
     from mlip.workflows.discovery.inputs import read_structures
-    from mlip.workflows.kappa_batch import read_kappa_structures
+    from mlip.workflows.phonons.kappa_batch import read_kappa_structures
 
     path = tmp_path / "cuau.cif"
     atoms = cif("Cu1 Cu 0 0 0 0.25\nAu1 Au 0 0 0 0.75\nCu2 Cu 0.5 0.5 0 1.0\n")
@@ -82,7 +82,7 @@ def test_batch_readers_refuse_a_partially_occupied_site(tmp_path):
 
 
 def test_labelling_refuses_a_partially_occupied_site(tmp_path, capsys):
-    from mlip.testing import run_cli
+    from mlip.testing.cli import run_cli
     from mlip.testing.structures import disordered_cuau_cif
 
     path = tmp_path / "cuau.cif"

@@ -19,7 +19,7 @@ from ase.calculators.emt import EMT
 
 phono3py = pytest.importorskip("phono3py")
 
-from mlip.workflows.kappa import (  # noqa: E402
+from mlip.workflows.phonons.kappa import (  # noqa: E402
     MIN_WIDTH_NN_FACTOR,
     KappaResult,
     calculator_cutoff,
@@ -31,7 +31,7 @@ from mlip.workflows.kappa import (  # noqa: E402
     run_kappa,
     suggest_supercell,
 )
-from mlip.workflows.kappa_metrics import (  # noqa: E402
+from mlip.workflows.phonons.kappa_metrics import (  # noqa: E402
     kappa_average,
     kappa_scores,
     kappa_srd,
@@ -277,7 +277,7 @@ def test_supercell_too_small_for_the_model_cutoff():
                             num_heads=1, head_dim=2)
 
     atoms = cu_conventional()
-    from mlip.workflows.model_loading import resolve_calculator
+    from mlip.calculators.model_loading import resolve_calculator
 
     assert calculator_cutoff(resolve_calculator(tiny(4.0), dtype="float64")) == 4.0
     assert calculator_cutoff(EMT()) is None  # foreign calculators: no cutoff rule
@@ -297,7 +297,7 @@ def test_reduced_widths_do_not_depend_on_the_basis():
     skewed = np.array([[1, 0, 0], [5, 1, 0], [0, 0, 1]]) @ (2 * CONV_IN_PRIM)  # same lattice, skewed basis
     cell = skewed @ prim.cell.array
     np.testing.assert_allclose(reduced_widths(cell), 2 * A_CU, rtol=1e-12)
-    from mlip.workflows.phonopy_utils import perpendicular_widths
+    from mlip.workflows.phonons.phonopy_bridge import perpendicular_widths
 
     assert perpendicular_widths(cell).min() < A_CU  # the naive measure would refuse it
 
@@ -427,7 +427,7 @@ def test_has_imaginary_modes_rule():
 
 def test_broken_symmetry_stops_before_fc3_and_scores_two(monkeypatch, wigner11):
     """A relaxation that changes the space group (simulated) stops before fc3, as in the protocol."""
-    import mlip.workflows.kappa as kappa_module
+    import mlip.workflows.phonons.kappa as kappa_module
 
     original = kappa_module.cached_relaxation
 

@@ -11,7 +11,7 @@ pytest.importorskip("phono3py")
 
 from mlip.cli import main  # noqa: E402
 from mlip.models import create_model  # noqa: E402
-from mlip.workflows.kappa_batch import (  # noqa: E402
+from mlip.workflows.phonons.kappa_batch import (  # noqa: E402
     load_kappa_table,
     merge_kappa_batch,
     read_kappa_structures,

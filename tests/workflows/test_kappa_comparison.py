@@ -7,7 +7,11 @@ from ase.formula import Formula
 
 pytest.importorskip("phono3py")
 
-from mlip.workflows.kappa_comparison import KAPPA_COMPOUNDS, compare_kappa, kappa_compound  # noqa: E402
+from mlip.workflows.phonons.kappa_comparison import (  # noqa: E402
+    KAPPA_COMPOUNDS,
+    compare_kappa,
+    kappa_compound,
+)
 
 CU = "Cu:fcc:3.61"
 

@@ -18,7 +18,7 @@ from ase.calculators.emt import EMT
 pytest.importorskip("phonopy")
 pytest.importorskip("spglib")
 
-from mlip.workflows.phonons import (  # noqa: E402
+from mlip.workflows.phonons.harmonic import (  # noqa: E402
     KB_EV,
     PLOT_NAMES,
     PhononResult,

@@ -372,7 +372,7 @@ class CallCountingEMT(EMT):
 
 
 def test_displacement_forces_resume_and_refuse_foreign_cache(tmp_path):
-    from mlip.workflows.displacement_forces import displacement_forces
+    from mlip.workflows.phonons.displacement_forces import displacement_forces
 
     base = bulk("Cu", "fcc", a=3.6, cubic=True)
     structures = []

@@ -117,7 +117,7 @@ class ReferenceCache:
         """The relaxation record of ``atoms`` (:func:`.relax_campaign.relax_material`), or with
         ``record_failures`` ``{"failed": True, "converged": False, "error"}`` for one that raised."""
         from mlip.workflows.discovery.relax_campaign import failure_record, relax_material
-        from mlip.workflows.displacement_forces import structures_fingerprint
+        from mlip.workflows.fingerprints import structures_fingerprint
         from mlip.workflows.sharding import read_result, write_result
 
         fingerprint = structures_fingerprint([atoms])

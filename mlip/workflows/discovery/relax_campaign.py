@@ -107,7 +107,7 @@ def model_info(calc) -> dict:
     import importlib.metadata
 
     from mlip.version import __version__
-    from mlip.workflows.model_loading import calculator_cutoff, describe_model, potential_of
+    from mlip.calculators.model_loading import calculator_cutoff, describe_model, potential_of
 
     potential = potential_of(calc)
     requirements = {"mlip-torch": __version__}
@@ -127,9 +127,9 @@ def model_info(calc) -> dict:
 
 def campaign_manifest(calc, materials: Sequence[Material], settings: dict) -> dict:
     """What ``campaign.json`` records: model fingerprint and label, settings, ids, structures."""
-    from mlip.workflows.displacement_forces import structures_fingerprint
-    from mlip.workflows.model_loading import describe_model
-    from mlip.workflows.run_cache import model_fingerprint
+    from mlip.workflows.fingerprints import structures_fingerprint
+    from mlip.calculators.model_loading import describe_model
+    from mlip.workflows.fingerprints import model_fingerprint
 
     return {
         "task": "matbench-discovery IS2RE-SR relaxation",
@@ -199,7 +199,7 @@ def run_discovery_relax(
         counts ``{"shard", "n_shards", "assigned", "skipped", "computed", "failed", "n_materials",
         "n_done"}`` (``n_done``: materials of the whole campaign with a result in ``out_dir``).
     """
-    from mlip.workflows.model_loading import potential_of, resolve_calculator
+    from mlip.calculators.model_loading import potential_of, resolve_calculator
 
     if not fmax > 0:
         raise ValueError(f"fmax must be positive, got {fmax}")
@@ -268,7 +268,7 @@ def relax_in_batches(materials: Sequence[Material], calc, out_dir: Union[str, Pa
     Returns the counts of :func:`mlip.workflows.sharding.run_sharded`."""
     from mlip.integrations.torchsim import BatchEvaluationError, MLIPModel, relax_batched
     from mlip.structure_checks import validate_atoms
-    from mlip.workflows.model_loading import potential_of
+    from mlip.calculators.model_loading import potential_of
     from mlip.workflows.sharding import pending_items, write_result
 
     potential = potential_of(calc)

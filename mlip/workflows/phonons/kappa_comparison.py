@@ -1,12 +1,12 @@
 """κ of a few named crystals by a model and by a reference calculator, and the model's κ_SRME against it.
 
 For distillation: the reference is the teacher (a foundation potential such as CHGNet), the model its
-student; both go through the same κ protocol (:func:`mlip.workflows.kappa.run_kappa`, Matbench
+student; both go through the same κ protocol (:func:`mlip.workflows.phonons.kappa.run_kappa`, Matbench
 Discovery's: symmetry-preserving relaxation, 0.03 Å displacements, Wigner transport in the RTA at
 300 K with isotope scattering), each in its own resumable campaign
-(:func:`mlip.workflows.kappa_batch.run_kappa_batch`: ``out_dir/model`` and ``out_dir/reference``; a
+(:func:`mlip.workflows.phonons.kappa_batch.run_kappa_batch`: ``out_dir/model`` and ``out_dir/reference``; a
 rerun recomputes nothing), and the model is scored per crystal with
-:func:`mlip.workflows.kappa_metrics.kappa_scores` (κ_SRME, κ_SRE, κ_SRD) against the reference's
+:func:`mlip.workflows.phonons.kappa_metrics.kappa_scores` (κ_SRME, κ_SRE, κ_SRD) against the reference's
 mode-resolved κ, not against experiment.
 
 Crystals are named (:data:`KAPPA_COMPOUNDS`: diamond Si, rocksalt NaCl and MgO, started from their
@@ -87,7 +87,8 @@ def compare_kappa(
         compounds: names of :data:`KAPPA_COMPOUNDS` or ``FORMULA:STRUCTURE:A``.
         supercell, mesh: see the module docstring.
         progress: progress bars.
-        **kappa_kwargs: passed on to :func:`mlip.workflows.kappa.run_kappa` (displacement, method, ...).
+        **kappa_kwargs: passed on to :func:`mlip.workflows.phonons.kappa.run_kappa` (displacement,
+            method, ...).
 
     Returns:
         ``{"compounds": {id: {"kappa_model", "kappa_reference" (trace/3 at 300 K, W/(m·K), None
@@ -96,8 +97,8 @@ def compare_kappa(
         when none has one), "n_scored", "computed" ({"model", "reference"}: κ calculations this call
         ran), "settings"}``.
     """
-    from mlip.workflows.kappa_batch import load_kappa_table, run_kappa_batch
-    from mlip.workflows.kappa_metrics import kappa_scores
+    from mlip.workflows.phonons.kappa_batch import load_kappa_table, run_kappa_batch
+    from mlip.workflows.phonons.kappa_metrics import kappa_scores
 
     if isinstance(compounds, str):
         compounds = [compounds]
@@ -138,7 +139,7 @@ def compare_kappa(
 
 
 def _status(record: Optional[Dict[str, Any]]) -> str:
-    """The status of a :func:`mlip.workflows.kappa_batch.load_kappa_table` record."""
+    """The status of a :func:`mlip.workflows.phonons.kappa_batch.load_kappa_table` record."""
     if record is None:
         return "missing"
     if record.get("failed"):

@@ -20,7 +20,7 @@ coherence terms of the pairs it belongs to (:func:`mode_kappa_total`, as in the 
 implementation).
 
 Inputs of the material-level functions ("records") may be a
-:class:`mlip.workflows.kappa_result.KappaResult`, the dict of its ``to_dict()`` / ``kappa.json``, or a
+:class:`mlip.workflows.phonons.kappa_result.KappaResult`, the dict of its ``to_dict()`` / ``kappa.json``, or a
 plain mapping with the keys:
 
 * ``kappa``: κ tensor(s) [n_T, 3, 3], [n_T, 6] (Voigt), [3, 3] or [6] (W/(m·K)), or
@@ -40,7 +40,7 @@ from typing import Any, Dict, Mapping, Sequence, Union
 
 import numpy as np
 
-from mlip.workflows.kappa_result import FORMAT, KappaResult
+from mlip.workflows.phonons.kappa_result import FORMAT, KappaResult
 
 #: the score of a failed / unstable / symmetry-broken material
 WORST = 2.0

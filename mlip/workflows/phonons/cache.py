@@ -1,6 +1,6 @@
 """The resumable cache folder of the phonon and κ workflows: whose forces it holds, and the relaxed cell.
 
-:func:`mlip.workflows.phonons.run_phonons` and :func:`mlip.workflows.kappa.run_kappa` keep a
+:func:`mlip.workflows.phonons.harmonic.run_phonons` and :func:`mlip.workflows.phonons.kappa.run_kappa` keep a
 ``cache/`` folder in their ``out_dir`` so that a killed run resumes without recomputing anything:
 
 * ``model.json``: the model that made the cache (:func:`model_fingerprint`);
@@ -9,20 +9,18 @@
 * ``relaxed_structure.json``: the symmetry-preserving relaxation (:func:`cached_relaxation`),
   reused when the input structure and the relaxation settings match;
 * ``fc2/``, ``fc3/``: forces of the displaced supercells
-  (:func:`mlip.workflows.displacement_forces.displacement_forces`).
+  (:func:`mlip.workflows.phonons.displacement_forces.displacement_forces`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from ase import Atoms
 
 from mlip.io import atoms_from_dict, atoms_to_dict, jsonable, read_json, write_json
+from mlip.workflows.fingerprints import model_fingerprint, structures_fingerprint
 
 MODEL_NAME = "model.json"
 RELAXED_NAME = "relaxed_structure.json"
@@ -34,45 +32,12 @@ NO_SHEAR_CELL_MASK = (1, 1, 1, 0, 0, 0)
 RELAXATION_KEYS = ("converged", "n_steps", "energy_eV", "fmax_final_eV_per_A", "spacegroup_initial",
                    "spacegroup_final", "symmetry_broken")
 
-#: ``repr`` of objects without their own: ``<Foo object at 0x7f…>``, different in every process
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def model_fingerprint(calc) -> str:
-    """Identity of a calculator for the cache (no units): ``"mlip-<hash>"`` of an mlip potential's
-    architecture, cutoff, hyperparameters and weights (in float64), or ``"<Class>-<hash>"`` of a
-    foreign ASE calculator's class and ``parameters`` (e.g. EMT's ``asap_cutoff``). Memory
-    addresses in the ``repr`` of parameter values are left out, so that the same settings give
-    the same fingerprint in another process."""
-    from mlip.workflows.model_loading import potential_of
-
-    potential = potential_of(calc)
-    h = hashlib.sha256()
-    if potential is not None:
-        import torch
-
-        h.update(f"mlip:{potential.architecture}:{potential.cutoff!r}".encode())
-        h.update(json.dumps(potential.hyperparameters, sort_keys=True, default=str).encode())
-        for name, tensor in sorted(potential.state_dict().items()):
-            t = tensor.detach().to("cpu")
-            if t.is_floating_point():
-                t = t.to(torch.float64)
-            h.update(name.encode())
-            h.update(t.contiguous().numpy().tobytes())
-        return "mlip-" + h.hexdigest()[:24]
-    cls = type(calc)
-    h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
-    params = getattr(calc, "parameters", None)
-    if isinstance(params, dict):
-        h.update(_ADDRESS.sub("", json.dumps(params, sort_keys=True, default=repr)).encode())
-    return f"{cls.__qualname__}-" + h.hexdigest()[:24]
-
 
 def check_model_cache(cache: Path, calc) -> None:
     """Refuse the cache folder ``cache`` when ``model.json`` names another model than ``calc``
     (ValueError: "... use another output folder or delete it"); record ``calc`` there when the
     folder has no model yet."""
-    from mlip.workflows.model_loading import describe_model
+    from mlip.calculators.model_loading import describe_model
 
     path = Path(cache) / MODEL_NAME
     fingerprint = model_fingerprint(calc)
@@ -121,7 +86,6 @@ def cached_relaxation(atoms: Atoms, calc, cache: Optional[Path], *, fmax: float,
     The structure is written to and read back from the cache (when there is one) before it is
     returned, so that a first run and a resumed run use bit-identical numbers.
     """
-    from mlip.workflows.displacement_forces import structures_fingerprint
     from mlip.workflows.relax import relax as relax_structure
 
     key = jsonable({
@@ -176,5 +140,4 @@ __all__ = [
     "Relaxation",
     "cached_relaxation",
     "check_model_cache",
-    "model_fingerprint",
 ]

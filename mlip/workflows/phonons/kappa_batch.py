@@ -6,7 +6,7 @@ structures file) whose frames carry their own settings in ``atoms.info``: ``fc2_
 
 :func:`run_kappa_batch` computes this process's share of the materials (see
 :mod:`mlip.workflows.sharding`: explicit shard, Slurm array or torchrun), each with
-:func:`mlip.workflows.kappa.run_kappa` in its own folder so that even a half-finished material
+:func:`mlip.workflows.phonons.kappa.run_kappa` in its own folder so that even a half-finished material
 resumes its force sets, and stores each result as soon as it is known. When every material has a
 result, :func:`merge_kappa_batch` writes one file in the style of Matbench Discovery's
 ``<date>-phonons-kappa-103.json.gz``: a pandas "columns" JSON (``pd.read_json`` reads it) with
@@ -82,7 +82,7 @@ def read_kappa_structures(path: Union[str, Path], require_settings: bool = True,
 
 def _cost(atoms: Atoms) -> float:
     """Rough cost of a material: atoms in its fc3 supercell times the number of atoms displaced."""
-    from mlip.workflows.phonopy_utils import supercell_matrix
+    from mlip.workflows.phonons.phonopy_bridge import supercell_matrix
 
     try:
         fc3 = supercell_matrix(atoms.info.get("fc3_supercell", 1))
@@ -113,7 +113,7 @@ def run_kappa_batch(
         n_shards, shard_index: this process's shard (default: Slurm array, torchrun, or all).
         progress: a progress bar over materials (materials/min).
         merge: write the merged file when every material has a result.
-        **kappa_kwargs: passed to :func:`mlip.workflows.kappa.run_kappa` (displacement,
+        **kappa_kwargs: passed to :func:`mlip.workflows.phonons.kappa.run_kappa` (displacement,
             temperatures, method, isotopes, relax, fmax, ...); supercells and mesh come from each
             frame's ``atoms.info``.
 
@@ -121,9 +121,9 @@ def run_kappa_batch(
         the counts of :func:`mlip.workflows.sharding.run_sharded`, plus ``"merged"``: the path of
         the merged file or None when materials are still missing.
     """
-    from mlip.workflows.kappa import run_kappa
-    from mlip.workflows.model_loading import resolve_calculator
-    from mlip.workflows.phonopy_utils import import_phono3py
+    from mlip.workflows.phonons.kappa import run_kappa
+    from mlip.calculators.model_loading import resolve_calculator
+    from mlip.workflows.phonons.phonopy_bridge import import_phono3py
 
     import_phono3py()  # one clear error now, not one "crashed" record per material
     items = read_kappa_structures(structures) if isinstance(structures, (str, Path)) else list(structures)
@@ -153,9 +153,9 @@ def _claim_campaign(out_dir: Path, calc, items, kappa_kwargs: dict) -> None:
     """Record (model, settings, structures) in ``out_dir/campaign.json``, or refuse a folder that
     holds a campaign with other ones: finished results are reused by material id alone, so mixing
     would silently score one model's κ as another's."""
-    from mlip.workflows.displacement_forces import structures_fingerprint
+    from mlip.workflows.fingerprints import structures_fingerprint
     from mlip.io import jsonable, read_json, write_json
-    from mlip.workflows.run_cache import model_fingerprint
+    from mlip.workflows.fingerprints import model_fingerprint
 
     manifest = {
         "model": model_fingerprint(calc),
@@ -192,7 +192,7 @@ def _voigt(tensors) -> Optional[list]:
 
 def _row(record: Dict[str, Any]) -> Dict[str, Any]:
     """One row of the merged file from a stored batch record."""
-    from mlip.workflows.kappa_result import KappaResult
+    from mlip.workflows.phonons.kappa_result import KappaResult
 
     mid = record.get("material_id", record.get("id"))
     if record.get("failed") and "result" not in record:  # the whole material crashed outside run_kappa
@@ -259,7 +259,7 @@ def _finite(value):
 def load_kappa_table(path: Union[str, Path]) -> Dict[str, Dict[str, Any]]:
     """Records keyed by material id from a merged results file (ours or Matbench Discovery's, as
     long as it has ``material_id``, ``kappa_tot_rta``, ``mode_kappa_tot_rta`` and ``mode_weights``)
-    or from a batch folder; shaped for :func:`mlip.workflows.kappa_metrics.kappa_scores`."""
+    or from a batch folder; shaped for :func:`mlip.workflows.phonons.kappa_metrics.kappa_scores`."""
     path = Path(path)
     if path.is_dir():
         rows = [_row(r) for r in load_results(path).values()]
@@ -294,8 +294,8 @@ def load_kappa_table(path: Union[str, Path]) -> Dict[str, Dict[str, Any]]:
 def score_kappa_batch(predictions: Union[str, Path], reference: Union[str, Path],
                       temperature: float = 300.0) -> Dict[str, Any]:
     """κ_SRME, κ_SRE and κ_SRD per material and their means (every reference material counts;
-    a missing prediction scores 2). See :func:`mlip.workflows.kappa_metrics.mean_kappa_scores`."""
-    from mlip.workflows.kappa_metrics import mean_kappa_scores
+    a missing prediction scores 2). See :func:`mlip.workflows.phonons.kappa_metrics.mean_kappa_scores`."""
+    from mlip.workflows.phonons.kappa_metrics import mean_kappa_scores
 
     return mean_kappa_scores(load_kappa_table(predictions), load_kappa_table(reference), temperature)
 

@@ -1,7 +1,7 @@
 """Lattice thermal conductivity κ with phono3py: the Matbench Discovery protocol ("phonondb-v1").
 
 >>> from ase.build import bulk
->>> from mlip.workflows.kappa import run_kappa
+>>> from mlip.workflows.phonons import run_kappa
 >>> result = run_kappa(bulk("Cu", "fcc", a=3.6, cubic=True), "ase.calculators.emt:EMT",
 ...                    fc2_supercell=2, fc3_supercell=2, mesh=11, progress=False)
 >>> result.status, round(float(result.kappa_average[0]), 1)  # W/(m·K) at 300 K
@@ -30,7 +30,7 @@ Supercells that are too small are refused before anything is computed (:func:`ch
 
 * narrower than ``MIN_WIDTH_CUTOFF_FACTOR`` (1) × the model's cutoff (mlip calculators expose
   it; others are not checked): an atom would interact with its own periodic image. This is half
-  the harmonic phonons' rule (:mod:`mlip.workflows.phonons`: 2 × the cutoff) on purpose: Matbench
+  the harmonic phonons' rule (:mod:`mlip.workflows.phonons.harmonic`: 2 × the cutoff) on purpose: Matbench
   Discovery prescribes fc3 supercells of about 7 Å, which must pass with 6 Å models. Between 1 and
   2 cutoffs the force constants fold in periodic images of the displaced atom; that is what the
   protocol does, and κ hardly notices (docs/workflows.md, "Supercell sizes"). So there is no
@@ -59,11 +59,11 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from ase import Atoms
 
-from mlip.workflows.force_constant_inputs import check_force_constant_inputs, float64_calculator
-from mlip.workflows.kappa_result import KappaResult, load_kappa
-from mlip.workflows.model_loading import calculator_cutoff
-from mlip.workflows.run_cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
-from mlip.workflows.supercells import (
+from mlip.workflows.phonons.force_constant_inputs import check_force_constant_inputs, float64_calculator
+from mlip.workflows.phonons.kappa_result import KappaResult, load_kappa
+from mlip.calculators.model_loading import calculator_cutoff
+from mlip.workflows.phonons.cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
+from mlip.workflows.phonons.supercells import (
     check_supercell_width,
     cutoff_width,
     parse_supercell,
@@ -78,7 +78,7 @@ METHODS = ("wigner", "rta", "lbte")
 MIN_WIDTH_NN_FACTOR = 2.5
 
 #: fc2 and fc3 supercells must be at least this many model cutoffs wide (see module docs; the
-#: harmonic phonons of :mod:`mlip.workflows.phonons` ask for 2)
+#: harmonic phonons of :mod:`mlip.workflows.phonons.harmonic` ask for 2)
 MIN_WIDTH_CUTOFF_FACTOR = 1.0
 
 #: default q-mesh when neither ``mesh`` nor ``atoms.info["q_point_mesh"]`` is given (the protocol's)
@@ -235,7 +235,7 @@ def run_kappa(
             ``print`` for the logs of runs without progress bars.
         subtract_residual_forces: subtract the forces on the undisplaced fc2 and fc3 supercells
             from their displaced ones' (phonopy's ``--fz``,
-            :func:`mlip.workflows.displacement_forces.subtract_residual_forces`; one more evaluation
+            :func:`mlip.workflows.phonons.displacement_forces.subtract_residual_forces`; one more evaluation
             each, one in all for equal supercells with ``out_dir``). Nothing changes for an exactly invariant model in a symmetric crystal; for a
             model invariant only approximately it removes an error of F₀/``displacement`` from the
             force constants.
@@ -249,8 +249,8 @@ def run_kappa(
             structures.
         ImportError: phono3py is missing (``pip install 'mlip-torch[phonons]'``).
     """
-    from mlip.workflows.model_loading import describe_model
-    from mlip.workflows.phonopy_utils import import_phono3py
+    from mlip.calculators.model_loading import describe_model
+    from mlip.workflows.phonons.phonopy_bridge import import_phono3py
 
     t_start = time.perf_counter()
     method, temps, mesh_list = _check_kappa_arguments(atoms, mesh, displacement, temperatures, method,
@@ -442,7 +442,7 @@ def _phono3py(result: KappaResult, symprec: float, displacement: float):
     displacements generated; records the primitive cell's size and the supercells' widths."""
     from phono3py import Phono3py
 
-    from mlip.workflows.phonopy_utils import to_phonopy_atoms
+    from mlip.workflows.phonons.phonopy_bridge import to_phonopy_atoms
 
     with warnings.catch_warnings():
         # phonopy 4 notes that 'auto' picked a non-identity primitive matrix: we ask for it on purpose.
@@ -464,8 +464,8 @@ def _fc2_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
     """fc2 from the forces of the displaced fc2 supercells (resumable through ``cache/fc2``; less
     those of the undisplaced one, ``cache/fc2-perfect``, when ``subtract_residual``), the harmonic
     frequencies on the q-mesh and the imaginary-mode check."""
-    from mlip.workflows.displacement_forces import displacement_forces, subtract_residual_forces
-    from mlip.workflows.phonopy_utils import to_ase_atoms
+    from mlip.workflows.phonons.displacement_forces import displacement_forces, subtract_residual_forces
+    from mlip.workflows.phonons.phonopy_bridge import to_ase_atoms
 
     fc2_structures = [to_ase_atoms(s) for s in ph3.phonon_supercells_with_displacements]
     result.n_displacements_fc2 = len(fc2_structures)
@@ -494,8 +494,8 @@ def _fc3_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
     those of the undisplaced one when ``subtract_residual``, kept in ``cache/fc3-perfect``, or read
     from ``cache/fc2-perfect`` when the two supercells are the same; pairs phono3py skips as too far
     apart carry zero forces)."""
-    from mlip.workflows.displacement_forces import displacement_forces, subtract_residual_forces
-    from mlip.workflows.phonopy_utils import to_ase_atoms
+    from mlip.workflows.phonons.displacement_forces import displacement_forces, subtract_residual_forces
+    from mlip.workflows.phonons.phonopy_bridge import to_ase_atoms
 
     fc3_structures = [None if s is None else to_ase_atoms(s) for s in ph3.supercells_with_displacements]
     present = [k for k, s in enumerate(fc3_structures) if s is not None]
@@ -520,7 +520,7 @@ def _fc3_stage(result: KappaResult, ph3, calc, cache: Optional[Path], progress: 
 
 def _collect_conductivity(result: KappaResult, tc) -> None:
     """Copy phono3py's conductivity (first smearing/tetrahedron setting) into ``result``."""
-    from mlip.workflows.kappa_metrics import mode_kappa_total
+    from mlip.workflows.phonons.kappa_metrics import mode_kappa_total
 
     heat = np.asarray(tc.mode_heat_capacities, dtype=float)  # [T, q, band]
     result.qpoints = np.asarray(tc.qpoints, dtype=float)

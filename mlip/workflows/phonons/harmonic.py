@@ -13,9 +13,9 @@ The workflow (:func:`run_phonons`):
    (optionally without shear), fmax 1e-4 eV/Å, ≤ 300 steps (the phonondb/Matbench Discovery
    protocol); the space group before and after is recorded;
 2. finite displacements in a supercell (phonopy, default 0.01 Å), forces evaluated one supercell
-   at a time in float64 by :func:`mlip.workflows.displacement_forces.displacement_forces`
+   at a time in float64 by :func:`mlip.workflows.phonons.displacement_forces.displacement_forces`
    (resumable through ``out_dir``), minus the forces on the undisplaced supercell (phonopy's
-   ``--fz``, :func:`~mlip.workflows.displacement_forces.subtract_residual_forces`), symmetrised
+   ``--fz``, :func:`~mlip.workflows.phonons.displacement_forces.subtract_residual_forces`), symmetrised
    force constants;
 3. band structure along the standard Setyawan–Curtarolo path of the primitive cell (ASE's
    ``Cell.bandpath``, dependency-free), DOS on a q-mesh (tetrahedron method), thermal properties
@@ -38,18 +38,23 @@ import numpy as np
 from ase import Atoms
 
 from mlip.extras import require
-from mlip.workflows.force_constant_inputs import check_force_constant_inputs, float64_calculator
+from mlip.workflows.phonons.force_constant_inputs import check_force_constant_inputs, float64_calculator
 from mlip.io import atoms_to_dict, jsonable, write_json
-from mlip.workflows.model_loading import calculator_cutoff
-from mlip.workflows.run_cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
-from mlip.workflows.supercells import check_supercell_width, cutoff_width, diagonal_supercell, parse_supercell
+from mlip.calculators.model_loading import calculator_cutoff
+from mlip.workflows.phonons.cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
+from mlip.workflows.phonons.supercells import (
+    check_supercell_width,
+    cutoff_width,
+    diagonal_supercell,
+    parse_supercell,
+)
 
 #: default lower bound on the perpendicular widths of the automatic supercell (Å)
 DEFAULT_MIN_WIDTH = 12.0
 
 #: supercells must be at least this many model cutoffs wide, so that no atom sees two periodic
 #: images of a displaced atom (the force constants would fold them together); the κ workflow
-#: (:mod:`mlip.workflows.kappa`) asks for 1 on purpose
+#: (:mod:`mlip.workflows.phonons.kappa`) asks for 1 on purpose
 MIN_WIDTH_CUTOFF_FACTOR = 2.0
 
 #: phonopy's default displacement distance (Å)
@@ -301,7 +306,7 @@ def _check_supercell_for_cutoff(atoms: Atoms, matrix: np.ndarray, cutoff: Option
     """Refuse a supercell narrower than ``MIN_WIDTH_CUTOFF_FACTOR`` (2) × the model's cutoff (Å);
     the message names the :func:`default_supercell` that is wide enough. Widths are measured in the
     basis of ``atoms.cell``, as :func:`default_supercell` sizes its supercells."""
-    from mlip.workflows.phonopy_utils import perpendicular_widths
+    from mlip.workflows.phonons.phonopy_bridge import perpendicular_widths
 
     if cutoff is None:
         return
@@ -423,8 +428,8 @@ def run_phonons(
     A relaxation that does not converge, or that changes the space group, emits a
     ``RuntimeWarning`` and the phonons are computed anyway (see ``result.relaxation``).
     """
-    from mlip.workflows.model_loading import describe_model
-    from mlip.workflows.phonopy_utils import import_phonopy, to_ase_atoms
+    from mlip.calculators.model_loading import describe_model
+    from mlip.workflows.phonons.phonopy_bridge import import_phonopy, to_ase_atoms
 
     mesh_arg, (t_min, t_max, t_step), band_npoints, matrix = _check_phonon_arguments(
         atoms, supercell, displacement, relax, fmax, relax_steps, symprec, fix_symmetry_symprec, mesh,
@@ -563,7 +568,7 @@ def _supercell_matrix(unit: Atoms, matrix: Optional[np.ndarray], cutoff: Optiona
 
 def _widths(matrix: np.ndarray, unit: Atoms) -> np.ndarray:
     """Perpendicular widths [3] (Å) of the supercell ``matrix @ unit.cell``."""
-    from mlip.workflows.phonopy_utils import perpendicular_widths
+    from mlip.workflows.phonons.phonopy_bridge import perpendicular_widths
 
     return perpendicular_widths(matrix @ unit.cell.array)
 
@@ -574,8 +579,8 @@ def _force_constants(phonopy_module, unit: Atoms, matrix: np.ndarray, displaceme
     ``cache/fc2``), less those of the undisplaced one (``cache/fc2-perfect``) when
     ``subtract_residual``; returns (the Phonopy object, number of displaced supercells, the largest
     residual force or None)."""
-    from mlip.workflows.displacement_forces import displacement_forces, subtract_residual_forces
-    from mlip.workflows.phonopy_utils import to_ase_atoms, to_phonopy_atoms
+    from mlip.workflows.phonons.displacement_forces import displacement_forces, subtract_residual_forces
+    from mlip.workflows.phonons.phonopy_bridge import to_ase_atoms, to_phonopy_atoms
 
     with warnings.catch_warnings():
         # phonopy 4 notes that 'auto' picked a non-identity primitive matrix: we ask for it on purpose.

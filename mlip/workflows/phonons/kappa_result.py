@@ -1,8 +1,8 @@
 """The outcome of a κ calculation (:class:`KappaResult`) and its JSON form (``kappa.json``).
 
-:func:`mlip.workflows.kappa.run_kappa` produces a :class:`KappaResult`; :meth:`KappaResult.save`
+:func:`mlip.workflows.phonons.kappa.run_kappa` produces a :class:`KappaResult`; :meth:`KappaResult.save`
 writes it, :func:`load_kappa` reads it back, and the κ metrics
-(:mod:`mlip.workflows.kappa_metrics`) score it against a reference. The layout of the JSON file is
+(:mod:`mlip.workflows.phonons.kappa_metrics`) score it against a reference. The layout of the JSON file is
 in :meth:`KappaResult.to_dict`.
 """
 
@@ -46,7 +46,7 @@ def _has_none(value) -> bool:
 
 @dataclass
 class KappaResult:
-    """Outcome of :func:`mlip.workflows.kappa.run_kappa`.
+    """Outcome of :func:`mlip.workflows.phonons.kappa.run_kappa`.
 
     Cells: the *unit cell* ``atoms`` (the input, relaxed when ``relax`` is on); supercell matrices
     act on it (supercell = ``matrix @ atoms.cell``); phono3py's *primitive cell* defines the q-mesh
@@ -92,7 +92,7 @@ class KappaResult:
         mode_kappa: κ per irreducible q-point and band, Voigt [n_T, n_q, n_bands, 6] (W/(m·K)),
             multiplicity included, so that ``kappa = Σ_q,band mode_kappa / Σ grid_weights``.
             Wigner: populations (band-diagonal) term plus each mode's share of the coherence
-            terms (see :func:`mlip.workflows.kappa_metrics.mode_kappa_total`) — the quantity
+            terms (see :func:`mlip.workflows.phonons.kappa_metrics.mode_kappa_total`) — the quantity
             κ_SRME compares.
         mode_kappa_particle: Wigner only: the populations term of ``mode_kappa``.
         heat_capacities: mode heat capacities [n_T, n_q, n_bands] (eV/K).

@@ -1,7 +1,7 @@
 """Arguments the finite-displacement workflows share: the crystal, the settings, a float64 calculator.
 
-:func:`mlip.workflows.phonons.run_phonons` and :func:`mlip.workflows.kappa.run_kappa` check these
-before anything is computed, so that a bad argument never costs a relaxation or a force call.
+:func:`mlip.workflows.phonons.harmonic.run_phonons` and :func:`mlip.workflows.phonons.kappa.run_kappa`
+check these before anything is computed, so that a bad argument never costs a relaxation or a force call.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ def check_force_constant_inputs(atoms, *, workflow: str, displacement: float, sy
 
 def float64_calculator(calculator, stacklevel: int = 3):
     """The ASE calculator for ``calculator`` (anything
-    :func:`mlip.workflows.model_loading.resolve_calculator` accepts), mlip potentials in float64.
+    :func:`mlip.calculators.model_loading.resolve_calculator` accepts), mlip potentials in float64.
 
     An mlip calculator passed in lower precision is used as it is, with a ``RuntimeWarning``:
     forces from displacements of a few hundredths of an Å drown in float32 round-off.
     ``stacklevel`` 3 points the warning at the caller of the workflow function calling this."""
-    from mlip.workflows.model_loading import resolve_calculator
+    from mlip.calculators.model_loading import resolve_calculator
 
     calc = resolve_calculator(calculator, dtype="float64")
     dtype = str(getattr(calc, "dtype", ""))

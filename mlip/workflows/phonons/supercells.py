@@ -1,13 +1,13 @@
 """Supercells for finite-displacement force constants: parsing, widths, choosing one, refusing small ones.
 
-Shared by the phonon (:mod:`mlip.workflows.phonons`) and κ (:mod:`mlip.workflows.kappa`)
+Shared by the phonon (:mod:`mlip.workflows.phonons.harmonic`) and κ (:mod:`mlip.workflows.phonons.kappa`)
 workflows. A supercell is an integer 3×3 matrix M acting on the rows of the unit cell
 (supercell = ``M @ atoms.cell``); its *widths* are the distances between opposite faces (Å).
 
 The workflows refuse supercells narrower than a minimum width with :func:`check_supercell_width`,
 but each sets its own minimum, on purpose:
 
-* harmonic phonons: 2 × the model's cutoff (``phonons.MIN_WIDTH_CUTOFF_FACTOR``), so that no atom
+* harmonic phonons: 2 × the model's cutoff (``harmonic.MIN_WIDTH_CUTOFF_FACTOR``), so that no atom
   sees two periodic images of a displaced atom (the force constants would alias them);
 * κ: 1 × the cutoff (``kappa.MIN_WIDTH_CUTOFF_FACTOR``: Matbench Discovery's ≈ 7 Å fc3 supercells
   must pass with 6 Å models) and, for fc3, 2.5 × the nearest-neighbour distance
@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Optional, Tuple, Union
 import numpy as np
 from ase import Atoms
 
-from mlip.workflows.phonopy_utils import perpendicular_widths, supercell_matrix
+from mlip.workflows.phonons.phonopy_bridge import perpendicular_widths, supercell_matrix
 
 
 def parse_supercell(value, name: str = "supercell") -> np.ndarray:
@@ -126,7 +126,7 @@ def check_supercell_width(
             (:func:`suggest_supercell`, or :func:`diagonal_supercell` for diagonal ones).
         widths_of: the widths [3] (Å) of a supercell's cell (rows): :func:`reduced_widths`
             (a property of the lattice) or the perpendicular widths in the given basis
-            (:func:`mlip.workflows.phonopy_utils.perpendicular_widths`), which must be the measure
+            (:func:`mlip.workflows.phonons.phonopy_bridge.perpendicular_widths`), which must be the measure
             ``suggest`` sizes its supercells by.
 
     Returns:

@@ -9,7 +9,6 @@ structures (species, cells, positions): a cache made for other structures is ref
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
@@ -18,18 +17,7 @@ import numpy as np
 from ase import Atoms
 
 from mlip.io import atomic_write
-
-
-def structures_fingerprint(structures: Sequence[Atoms]) -> str:
-    """SHA-256 of the species, cells, periodicity and positions (rounded to 1e-10 Å) of ``structures``."""
-    h = hashlib.sha256()
-    h.update(str(len(structures)).encode())
-    for atoms in structures:
-        h.update(np.asarray(atoms.numbers, dtype=np.int64).tobytes())
-        h.update(np.round(np.asarray(atoms.cell.array, dtype=float), 10).tobytes())
-        h.update(np.asarray(atoms.pbc, dtype=bool).tobytes())
-        h.update(np.round(np.asarray(atoms.positions, dtype=float), 10).tobytes())
-    return h.hexdigest()
+from mlip.workflows.fingerprints import structures_fingerprint
 
 
 def _load_forces(path: Path, n_atoms: int) -> Optional[np.ndarray]:
@@ -142,4 +130,4 @@ def _save_npy(path: str, array: np.ndarray) -> None:
         np.save(fh, array, allow_pickle=False)
 
 
-__all__ = ["displacement_forces", "structures_fingerprint", "subtract_residual_forces"]
+__all__ = ["displacement_forces", "subtract_residual_forces"]
