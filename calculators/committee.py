@@ -142,7 +142,9 @@ class CommitteeCalculator(GraphCalculator):
     Args:
         potentials: two or more :class:`mlip.Potential` (or checkpoint paths, or shipped model names)
             with one cutoff; the calculator keeps frozen copies on ``device`` in ``dtype``.
-        device, dtype, neighbor_backend: as for :class:`mlip.calculators.MLIPCalculator`.
+        device: as for :class:`mlip.calculators.MLIPCalculator`.
+        dtype: as for :class:`mlip.calculators.MLIPCalculator`.
+        neighbor_backend: as for :class:`mlip.calculators.MLIPCalculator`.
 
     Cost: one neighbour list and one backward pass for the whole committee; the forward passes are the
     members' own (measured by ``benchmarks/committee_cost.py``).

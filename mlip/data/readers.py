@@ -276,9 +276,11 @@ def read_dataset(
         path: ``.xyz``/``.extxyz`` (optionally ``.gz``), ``.db`` (ASE database) or ``.json``/``.json.gz``
             (MPtrj layout ``{mp_id: {frame_id: {...}}}``).
         format: ``"extxyz"``, ``"db"`` or ``"mptrj"`` to override the extension.
-        energy_key, forces_key, stress_key: where the labels are. ``None`` means the format's default:
-            extxyz/db ``energy``/``forces``/``stress`` with a ``REF_`` fallback; MPtrj
-            ``uncorrected_total_energy``/``force``/``stress`` (kbar, VASP sign, converted to ASE eV/Å³).
+        energy_key: where the energy label is. ``None`` means the format's default: extxyz/db ``energy``
+            with a ``REF_energy`` fallback; MPtrj ``uncorrected_total_energy``.
+        forces_key: where the force labels are (``None``: ``forces``, ``REF_forces``; MPtrj ``force``).
+        stress_key: where the stress label is (``None``: ``stress``, ``REF_stress``; MPtrj ``stress``,
+            in kbar with VASP's sign, converted to ASE's eV/Å³).
         read_stress: ``False`` ignores stress labels altogether.
         species: when given, frames with other elements are rejected (ValueError naming the frame).
         stream: return a generator that holds one frame at a time (use for big files such as MPtrj).

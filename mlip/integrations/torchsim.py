@@ -59,7 +59,8 @@ class MLIPModel(ModelInterface):
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ...
         dtype: ``"float64"`` (relaxations) or ``"float32"``; states are evaluated in it.
         neighbor_backend: mlip's neighbour list: ``"auto"``, ``"vesin"`` or ``"torch"``.
-        compute_forces, compute_stress: what :meth:`forward` returns besides the energy.
+        compute_forces: :meth:`forward` returns the forces besides the energy.
+        compute_stress: :meth:`forward` returns the stress besides the energy.
 
     Structures without a cell of non-zero volume (molecules) get a NaN stress, as in mlip.
     Elements the potential was not built for raise ``ValueError`` naming them.

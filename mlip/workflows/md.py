@@ -194,8 +194,8 @@ def run_md(
         initialize_velocities: True: always draw new velocities; False: keep the momenta of
             ``atoms``; None (default): draw them unless ``atoms`` already carries non-zero momenta.
         barostat: ``"isotropic"`` or ``"anisotropic"`` (NPT only).
-        tdamp, pdamp: thermostat/barostat time constants (fs), NPT only; defaults 100 and 1000
-            time steps.
+        tdamp: thermostat time constant (fs), NPT only; default 100 time steps.
+        pdamp: barostat time constant (fs), NPT only; default 1000 time steps.
         allow_extreme: run a temperature, time step or pressure outside :data:`PLAUSIBLE` (refused
             with a ValueError otherwise).
 

@@ -160,7 +160,7 @@ def test_training_doc_gives_the_default_size_of_the_emt_set():
 
 def _markdown_files() -> list:
     files = [README, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md"]
-    files += sorted(DOCS.glob("*.md")) + sorted(EXAMPLES.rglob("*.md"))
+    files += sorted(DOCS.rglob("*.md")) + sorted(EXAMPLES.rglob("*.md"))
     files += sorted((ROOT / "models" / "pretrained").glob("*.md"))
     return [f for f in files if f.is_file()]
 
@@ -175,6 +175,40 @@ def test_every_link_resolves(path):
             continue
         resolved = (path.parent / target.split("#")[0]).resolve()
         assert resolved.exists(), f"{path.relative_to(ROOT)}: link to {target} does not resolve"
+
+
+def _linked_pages(path: Path) -> list:
+    """The pages of docs/ that ``path`` links to, in order, relative to docs/ (each once)."""
+    pages = []
+    for target in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
+        resolved = (path.parent / target).resolve()
+        if resolved.is_relative_to(DOCS) and resolved.relative_to(DOCS).as_posix() not in pages:
+            pages.append(resolved.relative_to(DOCS).as_posix())
+    return pages
+
+
+def test_docs_index_lists_every_page_in_the_order_of_the_site():
+    """``docs/index.md`` links every page of docs/ (the API reference through its own index, which links
+    each of its pages), and mkdocs.yml's navigation is the same pages in the same order."""
+    import yaml
+
+    listed = _linked_pages(DOCS / "index.md")
+    assert set(listed) >= {p.name for p in DOCS.glob("*.md")} - {"index.md"}, "docs/index.md misses a page"
+    api = _linked_pages(DOCS / "api" / "index.md")
+    assert set(api) == {f"api/{p.name}" for p in (DOCS / "api").glob("*.md")} - {"api/index.md"}, (
+        "docs/api/index.md misses a page")
+
+    def flatten(nav):
+        for item in nav:
+            if isinstance(item, dict):
+                for value in item.values():
+                    yield from flatten(value) if isinstance(value, list) else [value]
+            else:
+                yield item
+
+    nav = list(flatten(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]))
+    reading = ["index.md"] + [p for p in listed if not p.startswith("api/")] + ["api/index.md"] + api
+    assert nav == reading
 
 
 def test_examples_readme_is_true():

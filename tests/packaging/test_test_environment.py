@@ -67,6 +67,24 @@ def test_the_ci_jobs_install_with_the_constraints():
         assert "-c constraints/test.txt" in install[0] and f"torch=={torch_pin}" in install[0], install[0]
 
 
+def test_the_docs_build_is_pinned_and_strict():
+    """.ci/run installs the docs extra with the constraints, which pin each of its libraries within its bounds,
+    and builds the site with warnings as errors."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned = pins()
+    for req in map(Requirement, project["optional-dependencies"]["docs"]):
+        name = canonicalize_name(req.name)
+        assert name in pinned and req.specifier.contains(pinned[name]), f"docs extra: {req} not pinned within"
+    for name in ("mkdocstrings-python", "griffelib"):  # mkdocstrings[python] and the docstring parser
+        assert name in pinned, name
+    ci = ROOT / ".ci" / "run"
+    if ci.is_file():
+        lines = ci.read_text().splitlines()
+        assert any("pip install" in line and '".[docs]"' in line and "-c constraints/test.txt" in line
+                   for line in lines)
+        assert any(line.startswith("mkdocs build --strict") for line in lines)
+
+
 @pytest.fixture(scope="module")
 def shared():
     return object()

@@ -186,8 +186,9 @@ def discovery_metrics(
     Args:
         predictions: a discovery CSV (``material_id``, ``e_form_per_atom``) or a dict.
         reference: a reference table (:func:`.inputs.read_reference_table`) or its dict.
-        geo_opt, reference_structures: relaxed structures (``geo-opt.jsonl.gz``) and the
-            reference relaxed ones (any structures file, e.g. ComputedStructureEntries): RMSD.
+        geo_opt: relaxed structures (``geo-opt.jsonl.gz``): with ``reference_structures``, the RMSD.
+        reference_structures: the reference relaxed structures (any structures file, e.g.
+            ComputedStructureEntries).
         kappa_srme: the model's κ_SRME (0 best, 2 worst): CPS.
         pred_col: the prediction column of the CSV.
 

@@ -184,9 +184,11 @@ def run_discovery_relax(
         out_dir: campaign folder (``campaign.json``, ``results/<id>.json``).
         fmax: force threshold, eV/Å (default 0.02).
         steps: maximum FIRE steps (default 500).
-        n_shards, shard_index: this process's shard (default: Slurm array, torchrun, or all).
+        n_shards: the number of shards (default: Slurm array, torchrun, or one).
+        shard_index: this process's shard (default: Slurm array, torchrun, or 0).
         progress: a progress bar over materials (materials/min).
-        dtype, device: for mlip models (float64 by default).
+        dtype: for mlip models (float64 by default).
+        device: for mlip models (``"auto"`` by default).
         structure_key: column of structures in JSON tables (default: automatic).
         min_distance: atoms closer than this (Å) make a material fail at once.
         fix_symmetry: keep each structure's space group (ASE ``FixSymmetry``, symprec 0.01 Å; not the

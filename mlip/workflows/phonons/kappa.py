@@ -203,10 +203,12 @@ def run_kappa(
             PhononDB structures of Matbench Discovery carry them) supply defaults.
         calculator: anything :func:`mlip.workflows.resolve_calculator` accepts; mlip potentials
             are evaluated in float64.
-        fc2_supercell, fc3_supercell: ``n``, ``(n1, n2, n3)`` or an integer 3×3 matrix applied to
-            the cell of ``atoms``. Defaults: ``atoms.info``; else for fc3 the supercell of
-            :func:`suggest_supercell` at the minimum width, for fc2 the fc3 supercell. Too small
-            ones are refused (:func:`check_supercell`) before anything is computed.
+        fc2_supercell: the supercell of the second-order force constants: ``n``, ``(n1, n2, n3)`` or
+            an integer 3×3 matrix applied to the cell of ``atoms``. Default: ``atoms.info``, else the
+            fc3 supercell. Too small ones are refused (:func:`check_supercell`) before anything is
+            computed.
+        fc3_supercell: the same for the third-order force constants. Default: ``atoms.info``, else
+            the supercell of :func:`suggest_supercell` at the minimum width.
         mesh: q-mesh ``n`` or ``(n1, n2, n3)`` of the primitive cell's reciprocal lattice.
             Default: ``atoms.info["q_point_mesh"]``, else 20³.
         displacement: finite-displacement distance (Å).
