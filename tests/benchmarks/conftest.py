@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlip.testing import script_module
+from mlip.testing.scripts import script_module
 
 
 @pytest.fixture(scope="module")

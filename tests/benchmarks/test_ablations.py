@@ -60,7 +60,7 @@ def test_a_killed_variant_resumes_after_its_last_epoch(script, tmp_path, monkeyp
     import json
 
     import mlip.training.trainer as trainer
-    from mlip.testing import emt_cells
+    from mlip.testing.datasets import emt_cells
 
     base = tmp_path / "platonic.yaml"
     base.write_text(json.dumps(dict(model=dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4,

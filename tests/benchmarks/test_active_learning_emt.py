@@ -43,7 +43,7 @@ def test_smoke_run_writes_the_curves_and_resumes(script, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "computed" not in out and " train: 2 members on" not in out, out
 
-    from mlip.testing import script_module
+    from mlip.testing.scripts import script_module
 
     with script_module(CALIBRATION) as calibration:
         members = sorted((work / "uncertainty" / "iter-002").glob("member-*.safetensors"))
@@ -58,7 +58,7 @@ def test_smoke_run_writes_the_curves_and_resumes(script, tmp_path, capsys):
 
 
 def test_calibration_bins_are_equal_groups_by_predicted_error():
-    from mlip.testing import script_module
+    from mlip.testing.scripts import script_module
 
     with script_module(CALIBRATION) as calibration:
         predicted = [0.4, 0.1, 0.3, 0.2, 0.6, 0.5]

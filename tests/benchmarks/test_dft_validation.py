@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlip.testing import script_module
+from mlip.testing.scripts import script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dft_validation.py"
 

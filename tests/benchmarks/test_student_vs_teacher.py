@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlip.testing import script_module
+from mlip.testing.scripts import script_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "student_vs_teacher.py"
 
@@ -108,7 +108,7 @@ def test_heldout_errors_per_kind_and_family(svt, tmp_path):
     from ase.calculators.singlepoint import SinglePointCalculator
     from ase.io import write
 
-    from mlip.testing import emt_cells
+    from mlip.testing.datasets import emt_cells
 
     frames = emt_cells(6, seed=3)
     for k, atoms in enumerate(frames):
@@ -145,7 +145,7 @@ def test_dft_stage_aligns_each_codes_energy_zero_per_element(svt, tmp_path):
     from ase.calculators.singlepoint import SinglePointCalculator
     from ase.io import write
 
-    from mlip.testing import emt_cells
+    from mlip.testing.datasets import emt_cells
 
     frames = emt_cells(8, seed=4)
     for k, atoms in enumerate(frames):

@@ -8,7 +8,8 @@ from ase.build import bulk, molecule
 
 import mlip
 from mlip.models import create_model
-from mlip.testing import STRUCTURES, calc64, check_batch_consistency, check_force_training_gradients
+from mlip.testing import STRUCTURES, check_batch_consistency, check_force_training_gradients
+from mlip.testing.physics import calc64
 
 
 def test_default_hyperparameters_build():

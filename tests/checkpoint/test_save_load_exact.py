@@ -14,7 +14,8 @@ import mlip
 from mlip import pretrained
 from mlip.checkpoint import save_potential
 from mlip.io import write_json
-from mlip.testing import build_potential, check_save_load, triclinic_crystal
+from mlip.testing import build_potential, check_save_load
+from mlip.testing.structures import triclinic_crystal
 
 
 def evaluate(potential, dtype):

@@ -14,7 +14,7 @@ from ase.build import bulk
 from ase.io import read, write
 
 import mlip
-from mlip.testing import run_cli
+from mlip.testing.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -13,7 +13,7 @@ from ase.calculators.emt import EMT as EMTCalc
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import read, write
 
-from mlip.testing import run_cli
+from mlip.testing.cli import run_cli
 from mlip.testing.structures import disordered_cuau_cif
 from mlip.cli import EXIT_NOT_CONVERGED
 

@@ -11,7 +11,7 @@ from ase.calculators.emt import EMT as EMTCalc
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import read, write
 
-from mlip.testing import run_cli
+from mlip.testing.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CU_CIF = ROOT / "examples" / "structures" / "cu_fcc.cif"

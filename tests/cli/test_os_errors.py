@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlip.testing import run_cli
+from mlip.testing.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CU_CIF = ROOT / "examples" / "structures" / "cu_fcc.cif"

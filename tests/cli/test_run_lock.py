@@ -17,7 +17,7 @@ from ase.build import bulk
 from ase.io import write
 
 from mlip.run_lock import LOCK_NAME, FolderInUseError, folder_lock, shard_lock_name
-from mlip.testing import run_cli
+from mlip.testing.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CU_CIF = ROOT / "examples" / "structures" / "cu_fcc.cif"

@@ -9,7 +9,8 @@ from ase.units import GPa
 
 from mlip.data import Sample, read_dataset
 from mlip.data.card import data_card, format_data_card
-from mlip.testing import emt_cells, run_cli
+from mlip.testing.cli import run_cli
+from mlip.testing.datasets import emt_cells
 from mlip.workflows.labelling import label_structures, labeller, write_labelled
 
 

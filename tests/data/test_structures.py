@@ -122,7 +122,7 @@ def test_split_by_kind_keeps_groups_together_and_every_kind_in_every_part(tmp_pa
     from ase.io import read, write
 
     from mlip.data.splits import split_dataset
-    from mlip.testing import run_cli
+    from mlip.testing.cli import run_cli
 
     frames = generate_structures(["Cu", "Au"], {"prototype": 20, "cluster": 10, "md": 5}, seed=0,
                                  md_calculator=EMT(), progress=False)

@@ -29,7 +29,7 @@ from ase.calculators.emt import EMT as EMTCalc
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import write
 
-from mlip.testing import emt_cells
+from mlip.testing.datasets import emt_cells
 from mlip.testing.structures import disordered_cuau_cif
 from mlip.cli import main
 from mlip.run_lock import folder_lock

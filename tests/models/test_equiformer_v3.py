@@ -11,7 +11,8 @@ import mlip
 from mlip.models import config_path, create_model, create_model_from_config
 from mlip.so3 import m_primary_order, num_truncated_coefficients, wigner_D
 
-from mlip.testing import build_potential, calc64
+from mlip.testing import build_potential
+from mlip.testing.physics import calc64
 from mlip.testing.rotations import random_rotations, rotation_about_y
 
 DTYPE = torch.float64

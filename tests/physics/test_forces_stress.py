@@ -3,8 +3,9 @@ the derivative checks of the shipped physics suite (mlip.testing.physics) on eve
 
 import pytest
 
-from mlip.testing import (STRUCTURES, calc64, check_axis_aligned_bonds, check_forces_finite_difference,
+from mlip.testing import (STRUCTURES, check_axis_aligned_bonds, check_forces_finite_difference,
                           check_stress_finite_difference, check_stress_tensor, validate_outputs)
+from mlip.testing.physics import calc64
 
 
 @pytest.mark.parametrize("name", sorted(set(STRUCTURES) - {"small_fcc"}))

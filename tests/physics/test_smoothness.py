@@ -4,8 +4,9 @@ the shipped physics suite (mlip.testing.physics) on every architecture."""
 import numpy as np
 import pytest
 
-from mlip.testing import (build_potential, calc64, check_cutoff_continuity, check_smooth_scan,
-                          cluster_with_probe)
+from mlip.testing import build_potential, check_cutoff_continuity, check_smooth_scan
+from mlip.testing.physics import calc64
+from mlip.testing.structures import cluster_with_probe
 
 
 def props(potential, atoms):

@@ -17,7 +17,8 @@ from mlip.checkpoint import load_potential, read_header, save_potential
 from mlip.graph import batch_atoms
 from mlip.models import create_model
 from mlip.repulsion import ZBLRepulsion, build_repulsion, smooth_switch, zbl_energy
-from mlip.testing import check_short_range_repulsion, dimer_curve
+from mlip.testing import check_short_range_repulsion
+from mlip.testing.physics import dimer_curve
 
 
 def zbl_reference(r, z1, z2):

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from ase.io import write
 
-from mlip.testing import emt_cells, emt_isolated_atom, script_module
+from mlip.testing.datasets import emt_cells, emt_isolated_atom
+from mlip.testing.scripts import script_module
 from mlip.training.samples import atoms_of
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "train_on_budget.py"

@@ -12,7 +12,7 @@ from ase.calculators.emt import EMT
 from ase.calculators.singlepoint import SinglePointCalculator
 
 import mlip
-from mlip.testing import emt_cells, emt_isolated_atom
+from mlip.testing.datasets import emt_cells, emt_isolated_atom
 from mlip.training import TrainConfig, fit_reference_energies, train
 from mlip.training.ema import ExponentialMovingAverage
 from mlip.training.provenance import machine_paths

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mlip.testing import emt_cells
+from mlip.testing.datasets import emt_cells
 from mlip.cli import main
 from mlip.training import TrainConfig, train
 from mlip.training.trainer import STATE_KEY

@@ -15,7 +15,7 @@ from ase.build import bulk
 from ase.calculators.emt import EMT
 
 from mlip.data.emt import generate_emt_dataset
-from mlip.testing import run_cli
+from mlip.testing.cli import run_cli
 from mlip.workflows.active_learning import learn, rank_correlation
 from mlip.workflows.active_learning import explore as explore_module
 from mlip.workflows.active_learning.select import select_random, select_uncertain

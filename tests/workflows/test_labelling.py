@@ -10,7 +10,7 @@ from ase.calculators.emt import EMT
 from ase.io import read
 
 from mlip.data import read_dataset
-from mlip.testing import emt_cells
+from mlip.testing.datasets import emt_cells
 from mlip.workflows.kpoints import band_edges, kpoint_mesh
 from mlip.workflows.labelling import (GPAW_PBE_SETTINGS, gpaw_calculator, interleaved, label_structures,
                                       labeller, result_id, structure_id, write_labelled)
@@ -248,7 +248,7 @@ def test_gpaw_labels_a_metal_again_on_the_metal_mesh(tmp_path):
 
 
 def test_the_command_line_makes_and_labels_a_dataset(tmp_path, capsys):
-    from mlip.testing import run_cli
+    from mlip.testing.cli import run_cli
 
     structures, labelled, run = tmp_path / "s.xyz", tmp_path / "l.xyz", tmp_path / "run"
     code, out, err = run_cli(capsys, "data", "structures", "Cu", "Au", "-o", structures,

@@ -12,7 +12,7 @@ from ase.io import read, write
 
 from mlip.cli import main
 from mlip.extras import MissingExtraError
-from mlip.testing import emt_cells
+from mlip.testing.datasets import emt_cells
 from mlip.workflows.labelling import (CHGNET_LABEL_NOTE, CHGNET_SETTINGS, Labeller, label_structures, labeller,
                                       write_labelled)
 
