@@ -29,6 +29,9 @@ def add_parser(subparsers) -> None:
                         "'mlip data label')")
     p.add_argument("--setting", type=parse_setting, action="append", metavar="KEY=VALUE", default=[],
                    help="an oracle setting (repeatable), as for 'mlip data label'")
+    p.add_argument("--oracle-launcher", default=None, metavar="COMMAND",
+                   help="run the label stage as 'COMMAND -m mlip data label ...', e.g. \"mpiexec -n 2 gpaw "
+                        "python\" for GPAW under MPI (exploration and training stay in this process)")
     p.add_argument("--out-dir", required=True,
                    help="folder of the run (iter-000/, iter-001/, ..., summary.json)")
     p.add_argument("--heldout", default=None, help="labelled structures every committee is evaluated on")
@@ -87,12 +90,23 @@ def run(args: argparse.Namespace) -> int:
                     per_iteration=args.per_iteration, threshold=args.threshold,
                     max_iterations=args.max_iterations, selection=args.selection, seed=args.seed,
                     explore=explore)
+    launcher = None
+    if args.oracle_launcher is not None:
+        import shlex
+
+        try:
+            launcher = shlex.split(args.oracle_launcher)
+        except ValueError as err:
+            raise CLIError(f"--oracle-launcher {args.oracle_launcher!r}: {err}") from None
+        if not launcher:
+            raise CLIError("--oracle-launcher is empty: give a command such as \"mpiexec -n 2 gpaw python\"")
     try:
         result = learn(args.initial, args.oracle, args.out_dir, heldout=args.heldout, seeds=args.seeds,
                        pool=args.pool, oracle_settings=dict(args.setting), settings=settings,
                        resume=args.resume, progress=not args.no_progress,
                        log=lambda line: print(line, flush=True),
-                       command=command_line(), committee=args.start_from)
+                       command=command_line(), committee=args.start_from,
+                       oracle_launcher=launcher)
     except FolderInUseError as err:
         raise CLIError(f"{err}; wait for it to end or choose another --out-dir") from None
     print(f"committee: {' '.join(str(p) for p in result.committee)}")

@@ -209,6 +209,41 @@ def test_a_fixed_pool_never_labels_a_frame_twice(inputs, tmp_path):
         assert result.labels == 6
 
 
+def test_the_oracle_can_label_as_a_command_of_its_own(inputs, tmp_path, capsys):
+    # the label stage as "LAUNCHER -m mlip data label ..." (GPAW: "mpiexec -n 2 gpaw python") gives the
+    # labels the in-process oracle gives; a failing command stops the loop naming it, in one line
+    import sys
+
+    initial, _, config = inputs
+    pool = tmp_path / "pool.xyz"
+    frames = generate_emt_dataset(small=True, seed=5, progress=False)[:12]
+    for k, f in enumerate(frames):
+        f.info["id"] = f"cand-{k}"
+    ase.io.write(pool, frames)
+    settings = {**SETTINGS, "model": str(config), "label_budget": 3, "per_iteration": 3}
+    learn(initial, "emt", tmp_path / "here", pool=pool, progress=False, log=lambda line: None, settings=settings)
+    lines = []
+    learn(initial, "emt", tmp_path / "there", pool=pool, progress=False, log=lines.append, settings=settings,
+          oracle_launcher=[sys.executable])
+    assert any(f"by emt through {sys.executable}" in line for line in lines), lines
+    here = ase.io.read(tmp_path / "here" / "iter-001" / "labelled.xyz", ":")
+    there = ase.io.read(tmp_path / "there" / "iter-001" / "labelled.xyz", ":")
+    assert [f.info["id"] for f in here] == [f.info["id"] for f in there] and len(here) == 3
+    for a, b in zip(here, there):
+        assert a.info["REF_energy"] == b.info["REF_energy"]
+        assert np.array_equal(a.arrays["REF_forces"], b.arrays["REF_forces"])
+    capsys.readouterr()
+    code, _, err = run_cli(capsys, "learn", initial, "--oracle", "emt", "--out-dir", tmp_path / "fails",
+                           "--model", config, "--pool", pool, "--committee", 2, "--epochs", 1,
+                           "--label-budget", 3, "--per-iteration", 3, "--oracle-launcher", "false",
+                           "--no-progress")
+    assert code == 1 and "iteration 1 label: the oracle's command failed (1): false -m mlip data label" in err
+    assert err.count("\n") == 1
+    code, _, err = run_cli(capsys, "learn", initial, "--oracle", "emt", "--out-dir", tmp_path / "fails2",
+                           "--model", config, "--oracle-launcher", "'unclosed")
+    assert code == 2 and "--oracle-launcher" in err and err.count("\n") == 1
+
+
 def test_bad_inputs_are_refused_naming_the_problem(inputs, tmp_path, capsys):
     initial, _, config = inputs
     out = tmp_path / "run"

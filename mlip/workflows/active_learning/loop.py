@@ -13,7 +13,10 @@ atomically, so a run killed at any point resumes where it stopped):
    out) by uncertainty with diversity, or at random (:mod:`.select`);
 3. **label** → ``labels/`` and ``labelled.xyz``: the oracle's energies, forces and stresses through
    :func:`mlip.workflows.labelling.label_structures` (resumable structure by structure; a structure
-   the oracle fails on is recorded in ``labels/failures.json`` and left out);
+   the oracle fails on is recorded in ``labels/failures.json`` and left out); with an
+   ``oracle_launcher`` (e.g. ``mpiexec -n 2 gpaw python``) the stage runs ``mlip data label`` on
+   ``selected.xyz`` as that command, so a parallel oracle such as GPAW under MPI labels while
+   exploration and training stay in this process;
 4. **train** → ``member-K.safetensors``: each member warm-started from its weights of iteration k − 1
    and trained on the initial data plus every label so far (:mod:`.committee`);
 5. **evaluate** → ``metrics.json``: the committee mean's errors on the held-out file and the rank
@@ -33,7 +36,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -86,8 +89,10 @@ class _Run:
 
     def __init__(self, out_dir: Path, settings: LearnSettings, labeller, base_config: Dict[str, Any],
                  initial: list, heldout: Optional[list], seeds: list, pool: Optional[list], progress: bool,
-                 log: Callable[[str], None], start: Optional[List[Path]] = None):
+                 log: Callable[[str], None], start: Optional[List[Path]] = None,
+                 oracle: Optional[Tuple[str, Dict[str, Any], List[str]]] = None):
         self.out_dir, self.settings, self.labeller = out_dir, settings, labeller
+        self.oracle = oracle  # (spec, settings, launcher) where the oracle runs as a command
         self.base_config, self.initial, self.heldout = base_config, initial, heldout
         self.seeds, self.pool, self.progress, self.log = seeds, pool, progress, log
         self.n, self.start = settings.committee, start
@@ -192,6 +197,8 @@ class _Run:
             return labelled
         t0 = time.perf_counter()
         labels_dir = folder / LABELS_DIR
+        if self.oracle is not None:
+            return self._label_by_command(k, folder, t0)
         counts = label_structures(chosen, self.labeller, labels_dir, n_shards=1, shard_index=0,
                                   progress=self.progress)
         _, failed, _ = labelling_status(chosen, labels_dir)
@@ -200,6 +207,35 @@ class _Run:
         labelled = read_dataset(path) if written else []
         self.say(k, "label", f"{written} by {self.labeller.name} ({counts['computed']} computed, "
                              f"{counts['skipped']} reused, {len(failed)} failed) -> {path}", t0)
+        return labelled
+
+    def _label_by_command(self, k: int, folder: Path, t0: float) -> list:
+        """The label stage as ``LAUNCHER -m mlip data label selected.xyz ...`` (resumable as that
+        command is); RuntimeError naming the command when it fails."""
+        import json
+        import shlex
+        import subprocess
+
+        from mlip.data import read_dataset
+
+        spec, settings, launcher = self.oracle
+        path = folder / LABELLED_NAME
+        command = [*launcher, "-m", "mlip", "data", "label", str(folder / SELECTED_NAME), "--calculator", spec,
+                   *[a for key, value in sorted(settings.items()) for a in ("--setting",
+                                                                            f"{key}={json.dumps(value)}")],
+                   "--out-dir", str(folder / LABELS_DIR), "-o", str(path)]
+        if not self.progress:
+            command.append("--no-progress")
+        try:
+            code = subprocess.run(command).returncode
+        except OSError as err:
+            code = f"not started: {err.strerror or err}"
+        if code != 0 or not path.is_file():
+            why = code if code != 0 else f"no {LABELLED_NAME} written"
+            raise RuntimeError(f"iteration {k} label: the oracle's command failed ({why}): "
+                               f"{shlex.join(command)}")
+        labelled = read_dataset(path) if path.stat().st_size else []
+        self.say(k, "label", f"{len(labelled)} by {spec} through {shlex.join(launcher)} -> {path}", t0)
         return labelled
 
     def evaluate(self, k: int, record: Dict[str, Any]) -> Dict[str, Any]:
@@ -330,7 +366,8 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
           pool: Union[str, Path, None] = None, oracle_settings: Optional[Dict[str, Any]] = None,
           settings: Union[LearnSettings, Dict[str, Any], None] = None, resume: bool = False,
           progress: bool = True, log: Callable[[str], None] = print, command: Optional[str] = None,
-          committee: Optional[Sequence[Union[str, Path]]] = None) -> LearnResult:
+          committee: Optional[Sequence[Union[str, Path]]] = None,
+          oracle_launcher: Optional[Sequence[str]] = None) -> LearnResult:
     """Run (or, with ``resume``, continue) the active-learning loop in ``out_dir`` (module docstring).
 
     Args:
@@ -352,6 +389,9 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
             0's training (each must be able to warm-start a member of ``settings.model``: the same
             architecture, species in the order of the initial data's atomic numbers, cutoff and
             hyperparameters).
+        oracle_launcher: a command that starts a Python in which the oracle labels (e.g.
+            ``["mpiexec", "-n", "2", "gpaw", "python"]``); the label stage then runs ``mlip data label``
+            as it. How the oracle is run, not what it computes: a resumed run may give another.
 
     Raises ValueError naming the problem for bad settings or inputs, a folder holding another run, or a
     resume that changes a setting other than when to stop.
@@ -394,7 +434,9 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
         _check_folder(out_dir, record, resume)
         write_json(out_dir / SETTINGS_NAME, record)
         run = _Run(out_dir, settings, lab, base, initial_samples, heldout_samples, seed_frames, pool_frames,
-                   progress, log, None if committee is None else [Path(p) for p in committee])
+                   progress, log, None if committee is None else [Path(p) for p in committee],
+                   None if not oracle_launcher else (oracle, dict(oracle_settings or {}),
+                                                     [str(a) for a in oracle_launcher]))
         return _loop(run)
 
 
