@@ -472,11 +472,11 @@ def prop_elastic(ctx: Context, element: str) -> Dict[str, Any]:
 
 
 def prop_phonons(ctx: Context, element: str) -> Dict[str, Any]:
-    from mlip.workflows.phonons.harmonic import run_phonons
+    from mlip.workflows.phonons import PhononSettings, run_phonons
 
     n = ctx.sizes.phonon_supercell
-    result = run_phonons(diamond(element, ctx.lattice[element]), ctx.calc, supercell=n, relax=False,
-                         mesh=ctx.sizes.phonon_mesh, progress=ctx.progress)
+    settings = PhononSettings(supercell=n, relax=False, mesh=ctx.sizes.phonon_mesh)
+    result = run_phonons(diamond(element, ctx.lattice[element]), ctx.calc, settings, progress=ctx.progress)
     frequencies = np.concatenate(result.band_frequencies)
     return {"supercell": n, "n_supercell_atoms": result.n_supercell_atoms,
             "n_displacements": result.n_displacements, "path": result.band_path,
@@ -562,12 +562,13 @@ def prop_kappa(ctx: Context, element: str) -> Dict[str, Any]:
         value = LITERATURE["kappa_300K_W_per_mK"].get(element)
         return {"computed": False, "literature_range_W_per_mK": value,
                 "source": LITERATURE["kappa_300K_W_per_mK"]["source"]}
-    from mlip.workflows.phonons.kappa import run_kappa
+    from mlip.workflows.phonons import KappaSettings, run_kappa
 
     n = ctx.sizes.kappa_supercell
     folder = ctx.out / "kappa" / ctx.method.key / element
-    result = run_kappa(diamond(element, ctx.lattice[element]), ctx.method.make(None), fc2_supercell=n,
-                       fc3_supercell=n, mesh=ctx.sizes.kappa_mesh, temperatures=[300.0], relax=False,
+    settings = KappaSettings(fc2_supercell=n, fc3_supercell=n, mesh=ctx.sizes.kappa_mesh,
+                             temperatures=[300.0], relax=False)
+    result = run_kappa(diamond(element, ctx.lattice[element]), ctx.method.make(None), settings,
                        out_dir=folder, progress=ctx.progress, raise_errors=True)
     kappa = result.kappa_average  # None when the workflow stopped (imaginary modes, broken symmetry)
     return {"computed": True, "status": result.status,

@@ -18,7 +18,7 @@ import numpy as np
 from ase.build import bulk
 
 from mlip.workflows import describe_model, is_untrained, resolve_calculator
-from mlip.workflows.phonons import run_kappa
+from mlip.workflows.phonons import KappaSettings, run_kappa
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("out_dir", nargs="?", default="kappa-out", help="output folder (default: kappa-out)")
@@ -32,8 +32,8 @@ print(f"model: {describe_model(calc, args.model)}"
       + (" -- UNTRAINED (random weights): the numbers below are not physical" if is_untrained(calc) else ""))
 
 atoms = bulk("Cu", "fcc", a=3.61, cubic=True)  # conventional cell, 4 atoms
-result = run_kappa(atoms, calc, fc2_supercell=2, fc3_supercell=2, mesh=args.mesh, temperatures=[300],
-                   out_dir=args.out_dir)
+settings = KappaSettings(fc2_supercell=2, fc3_supercell=2, mesh=args.mesh, temperatures=[300])
+result = run_kappa(atoms, calc, settings, out_dir=args.out_dir)
 
 relax = result.relaxation or {}
 print(f"relaxed: a = {result.atoms.cell.lengths()[0]:.4f} Å in {relax.get('n_steps')} steps, space group "

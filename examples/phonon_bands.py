@@ -15,7 +15,8 @@ from pathlib import Path
 from ase.build import bulk
 
 from mlip.workflows import describe_model, is_untrained, resolve_calculator
-from mlip.workflows.phonons.harmonic import KB_EV, run_phonons
+from mlip.workflows.phonons import PhononSettings, run_phonons
+from mlip.workflows.phonons.harmonic import KB_EV
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("out_dir", nargs="?", default="phonon-bands-out", help="folder for the plots and JSON")
@@ -31,7 +32,7 @@ print(f"model: {describe_model(calc, args.model)}"
       + (" -- UNTRAINED (random weights): the numbers below are not physical" if is_untrained(calc) else ""))
 
 atoms = bulk("Cu", "fcc", a=3.61)  # 1-atom primitive cell
-result = run_phonons(atoms, calc, supercell=args.supercell, mesh=24, out_dir=args.out_dir)
+result = run_phonons(atoms, calc, PhononSettings(supercell=args.supercell, mesh=24), out_dir=args.out_dir)
 
 relaxation = result.relaxation
 print(f"relaxation: {'converged' if relaxation['converged'] else 'NOT converged'} in "

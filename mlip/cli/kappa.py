@@ -4,30 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlip.cli.arguments import (
-    add_model_args,
-    mesh_arg,
-    nonneg_float,
-    nonneg_int,
-    positive_float,
-    positive_int,
-    supercell_arg,
-)
+from mlip.cli.arguments import mesh_arg, nonneg_float, nonneg_int, positive_int, supercell_arg
 from mlip.cli.common import (CLIError, calc_label, check_species, load_model, lock_output_folder,
                               read_structure)
+from mlip.cli.force_constants import (add_force_constant_args, build_settings, force_constant_settings,
+                                      setting_default)
 
 
-def _kappa_kwargs(args) -> dict:
-    return dict(
-        displacement=args.displacement,
-        temperatures=args.temperatures,
-        method=args.method,
-        isotopes=not args.no_isotopes,
-        relax=not args.no_relax,
-        fmax=args.fmax,
-        relax_steps=args.relax_steps,
-        subtract_residual_forces=not args.keep_residual_forces,
-    )
+def _conductivity_settings(args) -> dict:
+    """The conductivity settings of the command line (a single structure and ``--batch`` alike)."""
+    return dict(temperatures=args.temperatures, method=args.method, isotopes=not args.no_isotopes)
 
 
 def _print_scores(scores: dict, temperature: float) -> None:
@@ -44,29 +30,25 @@ def _print_scores(scores: dict, temperature: float) -> None:
 
 def add_parser(subparsers) -> None:
     """Add ``kappa`` to the ``mlip`` subparsers."""
+    from mlip.workflows.phonons import KappaSettings
+    from mlip.workflows.phonons.settings import METHODS
+
     p = subparsers.add_parser("kappa", help="lattice thermal conductivity (phono3py; Wigner RTA by default)")
-    p.add_argument("structure", metavar="STRUCTURE",
-                   help="a crystal (ASE-readable), or with --batch a multi-frame file whose frames carry "
-                        "fc2_supercell, fc3_supercell, q_point_mesh and material_id in atoms.info")
-    add_model_args(p, dtype="float64")
+    add_force_constant_args(
+        p, KappaSettings,
+        structure_help="a crystal (ASE-readable), or with --batch a multi-frame file whose frames carry "
+                       "fc2_supercell, fc3_supercell, q_point_mesh and material_id in atoms.info")
     p.add_argument("--fc2-supercell", type=int, nargs="+", metavar="N", help="n, n1 n2 n3 or a 3×3 matrix")
     p.add_argument("--fc3-supercell", type=int, nargs="+", metavar="N",
                    help="n, n1 n2 n3 or a 3×3 matrix (default: the smallest large enough; fc2 the same)")
     p.add_argument("--mesh", nargs="+", metavar="N", help="q-mesh n or n1 n2 n3 (default: 20 20 20)")
-    p.add_argument("--displacement", type=positive_float, default=0.03, help="Å (default: %(default)s)")
-    p.add_argument("--temperatures", type=nonneg_float, nargs="+", default=[300.0],
+    p.add_argument("--temperatures", type=nonneg_float, nargs="+",
+                   default=list(setting_default(KappaSettings, "temperatures")),
                    help="K (default: 300); κ_SRME uses the first")
-    p.add_argument("--method", choices=["wigner", "rta", "lbte"], default="wigner",
+    p.add_argument("--method", choices=list(METHODS), default=setting_default(KappaSettings, "method"),
                    help="Wigner transport (RTA, particle + coherence; the Matbench Discovery protocol), "
                         "plain RTA or LBTE (default: %(default)s)")
     p.add_argument("--no-isotopes", action="store_true", help="no isotope scattering")
-    p.add_argument("--no-relax", action="store_true", help="skip the symmetry-preserving relaxation")
-    p.add_argument("--fmax", type=positive_float, default=1e-4,
-                   help="relaxation threshold, eV/Å (default: %(default)s)")
-    p.add_argument("--relax-steps", type=nonneg_int, default=300, help="default: %(default)s")
-    p.add_argument("--keep-residual-forces", action="store_true",
-                   help="keep the forces on the undisplaced supercell in the force constants (default: "
-                        "subtract them, as phonopy's --fz; a change only for models not exactly invariant)")
     p.add_argument("--out-dir", default="kappa", help="results and resumable caches (default: %(default)s)")
     p.add_argument("--batch", action="store_true",
                    help="STRUCTURE is a file of many crystals (sharded, resumable)")
@@ -77,6 +59,19 @@ def add_parser(subparsers) -> None:
                    help="κ_SRME against reference results: a merged results file or batch folder (with "
                         "--batch), or a kappa.json (single structure)")
     p.set_defaults(func=run)
+
+
+def settings_from_args(args):
+    """The :class:`~mlip.workflows.phonons.KappaSettings` of the command line for one structure
+    (ValueError for a bad value, CLIError for a malformed supercell or ``--mesh``)."""
+    from mlip.workflows.phonons import KappaSettings
+
+    own = dict(_conductivity_settings(args),
+               fc2_supercell=supercell_arg(args.fc2_supercell, "--fc2-supercell"),
+               fc3_supercell=supercell_arg(args.fc3_supercell, "--fc3-supercell"))
+    if args.mesh is not None:
+        own["mesh"] = mesh_arg(args.mesh)
+    return build_settings(KappaSettings, args, **own)
 
 
 def run(args) -> int:
@@ -105,7 +100,9 @@ def _run_batch(args) -> int:
     print(f"model:     {label} ({calc_label(calc)})")
     print(f"batch:     {args.structure} ({len(items)} materials) -> {out_dir}/", flush=True)
     counts = run_kappa_batch(items, calc, out_dir, n_shards=args.n_shards, shard_index=args.shard_index,
-                             progress=not args.no_progress, **_kappa_kwargs(args))
+                             progress=not args.no_progress,
+                             # the keys a batch has always recorded in campaign.json: an earlier one resumes
+                             **force_constant_settings(args), **_conductivity_settings(args))
     print(f"shard {counts['shard'] + 1}/{counts['n_shards']}: {counts['assigned']} materials, "
           f"{counts['skipped']} already done, {counts['computed']} computed ({counts['failed']} crashed)")
     if counts["merged"] is None:
@@ -127,7 +124,7 @@ def _run_one(args) -> int:
     """One structure: κ at each temperature, kappa.json, κ_SRME against a reference kappa.json."""
     import numpy as np
 
-    from mlip.workflows.phonons.kappa import run_kappa
+    from mlip.workflows.phonons import run_kappa
 
     out_dir = Path(args.out_dir)
     temperature = args.temperatures[0]
@@ -135,16 +132,12 @@ def _run_one(args) -> int:
     lock_output_folder(out_dir)
     calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
+    settings = settings_from_args(args)
     print(f"model:     {label} ({calc_label(calc)})")
     print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})", flush=True)
-    kwargs = _kappa_kwargs(args)
-    kwargs.update(fc2_supercell=supercell_arg(args.fc2_supercell, "--fc2-supercell"),
-                  fc3_supercell=supercell_arg(args.fc3_supercell, "--fc3-supercell"))
-    if args.mesh is not None:
-        kwargs["mesh"] = mesh_arg(args.mesh)
     # Without progress bars, one line per stage shows how far a run got (batch-job logs).
     log = (lambda line: print(line, flush=True)) if args.no_progress else None
-    result = run_kappa(atoms, calc, out_dir=out_dir, progress=not args.no_progress, log=log, **kwargs)
+    result = run_kappa(atoms, calc, settings, out_dir=out_dir, progress=not args.no_progress, log=log)
     print(f"supercells: fc2 {np.asarray(result.fc2_supercell).tolist()}, "
           f"fc3 {np.asarray(result.fc3_supercell).tolist()}; "
           f"q-mesh {result.mesh}; method {result.method}")

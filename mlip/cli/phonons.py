@@ -2,77 +2,69 @@
 
 from __future__ import annotations
 
-from mlip.cli.arguments import (
-    add_model_args,
-    mesh_arg,
-    nonneg_float,
-    nonneg_int,
-    positive_float,
-    supercell_arg,
-)
+from mlip.cli.arguments import mesh_arg, nonneg_float, positive_float, supercell_arg
 from mlip.cli.common import calc_label, check_species, load_model, lock_output_folder, read_structure
+from mlip.cli.force_constants import add_force_constant_args, build_settings, setting_default
 
 
 def add_parser(subparsers) -> None:
     """Add ``phonons`` to the ``mlip`` subparsers."""
+    from mlip.workflows.phonons import PhononSettings
+
     p = subparsers.add_parser("phonons", help="harmonic phonons (phonopy): bands, DOS, thermal properties")
-    p.add_argument("structure", metavar="STRUCTURE", help="a crystal in any ASE-readable file")
-    add_model_args(p, dtype="float64")
+    add_force_constant_args(p, PhononSettings, structure_help="a crystal in any ASE-readable file")
     p.add_argument("--supercell", type=int, nargs="+", metavar="N",
                    help="n, n1 n2 n3, or a 3×3 matrix "
                         "(default: every width >= --min-width and >= 2×cutoff)")
-    p.add_argument("--min-width", type=positive_float, default=12.0,
+    p.add_argument("--min-width", type=positive_float, default=setting_default(PhononSettings, "min_width"),
                    help="smallest perpendicular width of the automatic supercell, Å (default: %(default)s)")
-    p.add_argument("--imaginary-tol", type=nonneg_float, default=0.05,
+    p.add_argument("--imaginary-tol", type=nonneg_float,
+                   default=setting_default(PhononSettings, "imaginary_tol"),
                    help="frequencies below minus this (THz) count as imaginary (default: %(default)s)")
-    p.add_argument("--displacement", type=positive_float, default=0.01, help="Å (default: %(default)s)")
     p.add_argument("--mesh", nargs="+", metavar="N", help="q-mesh: n, n1 n2 n3 or a length density in Å")
-    p.add_argument("--no-relax", action="store_true", help="skip the symmetry-preserving relaxation")
     p.add_argument("--no-shear", action="store_true", help="relax the cell without shear")
-    p.add_argument("--fmax", type=positive_float, default=1e-4,
-                   help="relaxation threshold, eV/Å (default: %(default)s)")
-    p.add_argument("--relax-steps", type=nonneg_int, default=300, help="default: %(default)s")
-    p.add_argument("--keep-residual-forces", action="store_true",
-                   help="keep the forces on the undisplaced supercell in the force constants (default: "
-                        "subtract them, as phonopy's --fz; a change only for models not exactly invariant)")
-    p.add_argument("--tmin", type=nonneg_float, default=0.0, help="K (default: %(default)s)")
-    p.add_argument("--tmax", type=nonneg_float, default=1000.0, help="K (default: %(default)s)")
-    p.add_argument("--tstep", type=positive_float, default=10.0, help="K (default: %(default)s)")
+    t_min, t_max, t_step = setting_default(PhononSettings, "temperatures")
+    p.add_argument("--tmin", type=nonneg_float, default=t_min, help="K (default: %(default)s)")
+    p.add_argument("--tmax", type=nonneg_float, default=t_max, help="K (default: %(default)s)")
+    p.add_argument("--tstep", type=positive_float, default=t_step, help="K (default: %(default)s)")
     p.add_argument("--out-dir", default="phonons",
                    help="results, plots and resumable cache (default: %(default)s)")
     p.set_defaults(func=run)
+
+
+def settings_from_args(args):
+    """The :class:`~mlip.workflows.phonons.PhononSettings` of the command line (ValueError for a
+    bad value, CLIError for a malformed ``--supercell`` or ``--mesh``)."""
+    from mlip.workflows.phonons import PhononSettings
+
+    own = dict(
+        supercell=supercell_arg(args.supercell, "--supercell"),
+        no_shear=args.no_shear,
+        temperatures=(args.tmin, args.tmax, args.tstep),
+        min_width=args.min_width,
+        imaginary_tol=args.imaginary_tol,
+    )
+    mesh = mesh_arg(args.mesh)
+    if mesh is not None:
+        own["mesh"] = mesh
+    return build_settings(PhononSettings, args, **own)
 
 
 def run(args) -> int:
     """Run the phonon workflow (phonons.json and plots in --out-dir) and print its summary."""
     import numpy as np
 
-    from mlip.workflows.phonons.harmonic import run_phonons
+    from mlip.workflows.phonons import run_phonons
 
     atoms = read_structure(args.structure, args.index, args.format, args.majority_species)
     out_dir = lock_output_folder(args.out_dir)
     calc, label = load_model(args.model, args.device, "float64", args.compile)
     check_species(atoms, calc, args.structure)
-    kwargs = dict(
-        supercell=supercell_arg(args.supercell, "--supercell"),
-        displacement=args.displacement,
-        relax=not args.no_relax,
-        fmax=args.fmax,
-        relax_steps=args.relax_steps,
-        no_shear=args.no_shear,
-        temperatures=(args.tmin, args.tmax, args.tstep),
-        min_width=args.min_width,
-        imaginary_tol=args.imaginary_tol,
-        subtract_residual_forces=not args.keep_residual_forces,
-        out_dir=out_dir,
-        progress=not args.no_progress,
-    )
-    mesh = mesh_arg(args.mesh)
-    if mesh is not None:
-        kwargs["mesh"] = mesh
+    settings = settings_from_args(args)
     print(f"model:     {label} ({calc_label(calc)})")
     print(f"structure: {args.structure} ({len(atoms)} atoms, {atoms.get_chemical_formula()})", flush=True)
-    result = run_phonons(atoms, calc, **kwargs)  # writes phonons.json and the plots to out_dir
+    # writes phonons.json and the plots to out_dir
+    result = run_phonons(atoms, calc, settings, out_dir=out_dir, progress=not args.no_progress)
     n = result.n_atoms
     print(f"space group {result.spacegroup}; supercell {result.supercell_matrix.tolist()} "
           f"({result.n_supercell_atoms} atoms, {result.n_displacements} displacements)")

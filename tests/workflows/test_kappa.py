@@ -19,6 +19,7 @@ from ase.calculators.emt import EMT
 
 phono3py = pytest.importorskip("phono3py")
 
+from mlip.workflows.phonons import KappaSettings  # noqa: E402
 from mlip.workflows.phonons.kappa import (  # noqa: E402
     MIN_WIDTH_NN_FACTOR,
     KappaResult,
@@ -143,8 +144,23 @@ class CountingEMT(Calculator):
 @pytest.fixture(scope="module")
 def wigner11():
     """The workflow on unrelaxed conventional Cu × 2, mesh 11³, Wigner (the default method)."""
-    return run_kappa(cu_conventional(), EMT_SPEC, fc2_supercell=2, fc3_supercell=2, mesh=11, relax=False,
-                     progress=False, raise_errors=True)
+    return run_kappa(cu_conventional(), EMT_SPEC, WIGNER11, progress=False, raise_errors=True)
+
+
+#: the settings of the ``wigner11`` fixture
+WIGNER11 = KappaSettings(fc2_supercell=2, fc3_supercell=2, mesh=11, relax=False)
+
+
+def test_settings_by_keyword_are_the_settings_object(wigner11, rta11):
+    by_keyword = run_kappa(cu_conventional(), EMT_SPEC, fc2_supercell=2, fc3_supercell=2, mesh=11,
+                           relax=False, progress=False, raise_errors=True)
+    assert by_keyword.settings == wigner11.settings
+    np.testing.assert_array_equal(by_keyword.kappa, wigner11.kappa)
+    # rta11 passes its settings by keyword: the object with a keyword on top is the same
+    overridden = run_kappa(cu_conventional(), EMT_SPEC, WIGNER11, method="rta", progress=False,
+                           raise_errors=True)
+    assert overridden.settings == rta11.settings
+    np.testing.assert_array_equal(overridden.kappa, rta11.kappa)
 
 
 @pytest.fixture(scope="module")

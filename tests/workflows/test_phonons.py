@@ -18,13 +18,8 @@ from ase.calculators.emt import EMT
 pytest.importorskip("phonopy")
 pytest.importorskip("spglib")
 
-from mlip.workflows.phonons.harmonic import (  # noqa: E402
-    KB_EV,
-    PLOT_NAMES,
-    PhononResult,
-    default_supercell,
-    run_phonons,
-)
+from mlip.workflows.phonons import PhononSettings, run_phonons  # noqa: E402
+from mlip.workflows.phonons.harmonic import KB_EV, PLOT_NAMES, PhononResult, default_supercell  # noqa: E402
 
 EMT_PATH = "ase.calculators.emt:EMT"
 EV_PER_THZ = 4.135667696e-3  # h in eV/THz (CODATA 2018; phonopy's older constants differ by ~1e-7)
@@ -49,8 +44,22 @@ class CountingEMT(EMT):
 def cu() -> PhononResult:
     """fcc Cu (1-atom primitive cell, a = 3.6 Å), 4×4×4 supercell, not relaxed (the ASE
     cross-check needs the very same structure)."""
-    return run_phonons(bulk("Cu", "fcc", a=3.6), EMT_PATH, supercell=4, relax=False, mesh=12,
-                       temperatures=(0, 1000, 5), progress=False)
+    return run_phonons(bulk("Cu", "fcc", a=3.6), EMT_PATH, CU_SETTINGS, progress=False)
+
+
+#: the settings of the ``cu`` fixture
+CU_SETTINGS = PhononSettings(supercell=4, relax=False, mesh=12, temperatures=(0, 1000, 5))
+
+
+def test_settings_by_keyword_are_the_settings_object(cu):
+    by_keyword = run_phonons(bulk("Cu", "fcc", a=3.6), EMT_PATH, supercell=4, relax=False, mesh=12,
+                             temperatures=(0, 1000, 5), progress=False)
+    assert by_keyword.settings == cu.settings
+    np.testing.assert_array_equal(np.concatenate(by_keyword.band_frequencies),
+                                  np.concatenate(cu.band_frequencies))
+    coarser = run_phonons(bulk("Cu", "fcc", a=3.6), EMT_PATH, CU_SETTINGS, mesh=6, progress=False)
+    assert coarser.mesh == [6, 6, 6]  # a keyword overrides the settings object
+    assert coarser.settings == {**cu.settings, "mesh": [6, 6, 6]}
 
 
 def _special_points(result: PhononResult) -> dict:

@@ -2,6 +2,8 @@
 
 The two workflows and what they share, one module per concept:
 
+* :mod:`.settings` holds what a user sets: :class:`PhononSettings` and :class:`KappaSettings`
+  (frozen, with the defaults, every value checked when made), which the two workflows take;
 * :mod:`.harmonic` is :func:`run_phonons`: harmonic phonons (band structure, DOS, thermal
   properties, imaginary modes) and their plots;
 * :mod:`.kappa` is :func:`run_kappa`: κ by the Matbench Discovery protocol; :mod:`.kappa_result`
@@ -13,10 +15,12 @@ The two workflows and what they share, one module per concept:
   ones), :mod:`.displacement_forces` (forces on displaced supercells, resumable), :mod:`.cache`
   (the ``cache/`` folder: whose forces, the relaxed cell) and :mod:`.phonopy_bridge` (ASE ↔
   phonopy/phono3py);
-* :mod:`mlip.cli.phonons` and :mod:`mlip.cli.kappa` are ``mlip phonons`` and ``mlip kappa``.
+* :mod:`mlip.cli.phonons` and :mod:`mlip.cli.kappa` are ``mlip phonons`` and ``mlip kappa``; they build
+  the settings through :mod:`mlip.cli.force_constants`.
 """
 
 from mlip.workflows.phonons.harmonic import run_phonons
 from mlip.workflows.phonons.kappa import run_kappa
+from mlip.workflows.phonons.settings import KappaSettings, PhononSettings
 
-__all__ = ["run_kappa", "run_phonons"]
+__all__ = ["KappaSettings", "PhononSettings", "run_kappa", "run_phonons"]

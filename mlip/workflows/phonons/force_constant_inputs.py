@@ -1,4 +1,4 @@
-"""Arguments the finite-displacement workflows share: the crystal, the settings, a float64 calculator.
+"""Arguments the finite-displacement workflows share: the crystal and a float64 calculator.
 
 :func:`mlip.workflows.phonons.harmonic.run_phonons` and :func:`mlip.workflows.phonons.kappa.run_kappa`
 check these before anything is computed, so that a bad argument never costs a relaxation or a force call.
@@ -6,7 +6,6 @@ check these before anything is computed, so that a bad argument never costs a re
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -16,14 +15,11 @@ from ase import Atoms
 _LOW_PRECISION = ("torch.float32", "torch.float16", "torch.bfloat16")
 
 
-def check_force_constant_inputs(atoms, *, workflow: str, displacement: float, symprec: float,
-                                fix_symmetry_symprec: float, relax: bool, fmax: float,
-                                relax_steps: int) -> None:
+def check_crystal(atoms, *, workflow: str) -> None:
     """ValueError unless ``atoms`` is a non-empty ASE crystal periodic in all three directions with a
-    non-degenerate cell, ``displacement`` is in (0, 0.5] Å, ``symprec`` and
-    ``fix_symmetry_symprec`` (Å) are positive and, with ``relax``, ``fmax`` (eV/Å) is positive and
-    ``relax_steps`` ≥ 0. ``workflow`` names the workflow in the message about periodicity
-    (``"the phonon workflow"``)."""
+    non-degenerate cell. ``workflow`` names the workflow in the message about periodicity
+    (``"the phonon workflow"``). The settings are checked by
+    :mod:`mlip.workflows.phonons.settings`."""
     if not isinstance(atoms, Atoms):
         raise ValueError(f"atoms must be an ase.Atoms crystal, got {type(atoms).__name__}")
     if len(atoms) == 0:
@@ -35,16 +31,6 @@ def check_force_constant_inputs(atoms, *, workflow: str, displacement: float, sy
         )
     if atoms.cell.rank < 3 or abs(atoms.cell.volume) < 1e-8:
         raise ValueError(f"the structure's cell is degenerate (volume {abs(atoms.cell.volume):.3g} Å³)")
-    if not (isinstance(displacement, (int, float, np.number)) and math.isfinite(displacement)
-            and 0 < displacement <= 0.5):
-        raise ValueError(f"displacement must be a positive distance up to 0.5 Å, got {displacement!r}")
-    if not (symprec > 0 and fix_symmetry_symprec > 0):
-        raise ValueError(f"symprec and fix_symmetry_symprec must be positive, got {symprec}, "
-                         f"{fix_symmetry_symprec}")
-    if relax and not fmax > 0:
-        raise ValueError(f"fmax must be positive (eV/Å), got {fmax}")
-    if relax and relax_steps < 0:
-        raise ValueError(f"relax_steps must be >= 0, got {relax_steps}")
 
 
 def float64_calculator(calculator, stacklevel: int = 3):
@@ -69,4 +55,4 @@ def float64_calculator(calculator, stacklevel: int = 3):
     return calc
 
 
-__all__ = ["check_force_constant_inputs", "float64_calculator"]
+__all__ = ["check_crystal", "float64_calculator"]

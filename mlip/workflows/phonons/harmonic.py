@@ -1,9 +1,9 @@
 """Harmonic phonons with phonopy: band structure, density of states and thermal properties.
 
 >>> from ase.build import bulk
->>> from mlip.workflows.phonons import run_phonons
->>> result = run_phonons(bulk("Cu", "fcc", a=3.6), "ase.calculators.emt:EMT", supercell=4,
-...                      mesh=12, progress=False)
+>>> from mlip.workflows.phonons import PhononSettings, run_phonons
+>>> result = run_phonons(bulk("Cu", "fcc", a=3.6), "ase.calculators.emt:EMT",
+...                      PhononSettings(supercell=4, mesh=12), progress=False)
 >>> result.has_imaginary_modes
 False
 
@@ -27,7 +27,6 @@ Units: frequencies in THz (1 THz = 4.1357 meV = 33.356 cm⁻¹), energies in eV,
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ import numpy as np
 from ase import Atoms
 
 from mlip.extras import require
-from mlip.workflows.phonons.force_constant_inputs import check_force_constant_inputs, float64_calculator
+from mlip.workflows.phonons.force_constant_inputs import check_crystal, float64_calculator
 from mlip.io import atoms_to_dict, jsonable, write_json
 from mlip.calculators.model_loading import calculator_cutoff
 from mlip.workflows.phonons.cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
@@ -46,27 +45,13 @@ from mlip.workflows.phonons.supercells import (
     check_supercell_width,
     cutoff_width,
     diagonal_supercell,
-    parse_supercell,
 )
-
-#: default lower bound on the perpendicular widths of the automatic supercell (Å)
-DEFAULT_MIN_WIDTH = 12.0
+from mlip.workflows.phonons.settings import DEFAULT_MIN_WIDTH, PhononSettings, with_overrides
 
 #: supercells must be at least this many model cutoffs wide, so that no atom sees two periodic
 #: images of a displaced atom (the force constants would fold them together); the κ workflow
 #: (:mod:`mlip.workflows.phonons.kappa`) asks for 1 on purpose
 MIN_WIDTH_CUTOFF_FACTOR = 2.0
-
-#: phonopy's default displacement distance (Å)
-DEFAULT_DISPLACEMENT = 0.01
-
-#: default q-mesh: phonopy's length-based density (Å): about ``100 · |b_i|`` points along each
-#: reciprocal lattice vector b_i (without 2π) of the primitive cell, e.g. 48³ for fcc Cu
-DEFAULT_MESH = 100.0
-
-#: modes below −tolerance (THz) count as imaginary; smaller negative values are numerical noise
-#: of the acoustic branches near Γ
-DEFAULT_IMAGINARY_TOL = 0.05
 
 #: Boltzmann constant (eV/K), CODATA 2018 (phonopy's own constants are older CODATA values that
 #: differ by ~1e-7 relative)
@@ -318,41 +303,6 @@ def _check_supercell_for_cutoff(atoms: Atoms, matrix: np.ndarray, cutoff: Option
     )
 
 
-def _mesh_argument(mesh) -> Union[float, List[int]]:
-    """Validate ``mesh``: a length (float, Å), an integer n (n×n×n) or three integers."""
-    if isinstance(mesh, (bool, np.bool_)) or mesh is None:
-        raise ValueError(f"mesh must be a length in Å (float), n or (n1, n2, n3), got {mesh!r}")
-    if isinstance(mesh, (float, np.floating)):
-        if not (mesh > 0 and math.isfinite(mesh)):
-            raise ValueError(f"a mesh length must be positive (Å), got {mesh}")
-        return float(mesh)
-    arr = np.asarray(mesh)
-    if arr.ndim == 0:
-        arr = np.repeat(arr, 3)
-    if arr.shape != (3,) or not np.issubdtype(arr.dtype, np.number) or not np.allclose(arr, np.round(arr)):
-        raise ValueError(f"mesh must be a length in Å (float), n or (n1, n2, n3) integers, got {mesh!r}")
-    if np.any(arr < 1):
-        raise ValueError(f"mesh numbers must be >= 1, got {arr.tolist()}")
-    return [int(x) for x in np.round(arr)]
-
-
-def _temperature_range(temperatures) -> Tuple[float, float, float]:
-    try:
-        t_min, t_max, t_step = (float(t) for t in temperatures)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"temperatures must be (t_min, t_max, t_step) in K, got {temperatures!r}"
-        ) from None
-    if not all(math.isfinite(t) for t in (t_min, t_max, t_step)):
-        raise ValueError(f"temperatures must be finite, got {temperatures!r}")
-    if t_min < 0 or t_max < t_min or t_step <= 0:
-        raise ValueError(
-            f"temperatures (t_min, t_max, t_step) need 0 <= t_min <= t_max and t_step > 0 (K), "
-            f"got {temperatures!r}"
-        )
-    return t_min, t_max, t_step
-
-
 def _label(name: str) -> str:
     return "Γ" if name in ("G", "Gamma", "GAMMA") else name
 
@@ -361,22 +311,11 @@ def _label(name: str) -> str:
 def run_phonons(
     atoms: Atoms,
     calculator,
-    supercell: Union[None, int, Sequence[int], Sequence[Sequence[int]]] = None,
-    displacement: float = DEFAULT_DISPLACEMENT,
-    relax: bool = True,
-    fmax: float = 1e-4,
-    relax_steps: int = 300,
-    symprec: float = 1e-5,
-    fix_symmetry_symprec: float = 0.01,
-    no_shear: bool = False,
-    mesh: Union[float, int, Sequence[int]] = DEFAULT_MESH,
-    temperatures: Sequence[float] = (0.0, 1000.0, 10.0),
-    band_npoints: int = 51,
-    imaginary_tol: float = DEFAULT_IMAGINARY_TOL,
+    settings: Optional[PhononSettings] = None,
+    *,
     out_dir: Union[str, os.PathLike, None] = None,
     progress: bool = True,
-    min_width: float = DEFAULT_MIN_WIDTH,
-    subtract_residual_forces: bool = True,
+    **overrides,
 ) -> PhononResult:
     """Harmonic phonons of a crystal: band structure, DOS, thermal properties, imaginary modes.
 
@@ -385,44 +324,23 @@ def run_phonons(
         calculator: anything :func:`mlip.workflows.resolve_calculator` accepts (shipped model
             name, checkpoint path, :class:`mlip.Potential`, ASE calculator, ``"module:Class"``);
             mlip potentials are evaluated in float64.
-        supercell: ``n``, ``(n1, n2, n3)`` or an integer 3×3 matrix applied to the (relaxed) cell
-            of ``atoms``. Default (None): the smallest diagonal supercell whose perpendicular widths
-            are all ≥ ``min_width`` and ≥ twice the model's cutoff (when the model has one).
-            A supercell narrower than twice the cutoff of an mlip model is refused.
-        displacement: finite-displacement distance (Å); phonopy's default 0.01.
-        relax: relax positions and cell first, keeping the space group (FIRE + FrechetCellFilter +
-            ``FixSymmetry``). Phonons of an unrelaxed structure have spurious soft/imaginary modes.
-        fmax: relaxation threshold (eV/Å; the cell filter's scaled stress included).
-        relax_steps: maximum relaxation steps.
-        symprec: symmetry tolerance of phonopy (displacements, force-constant symmetrisation,
-            primitive cell) and of the space-group report (Å).
-        fix_symmetry_symprec: tolerance of the symmetry ``FixSymmetry`` imposes while relaxing.
-        no_shear: relax the cell without shear (strain mask [1, 1, 1, 0, 0, 0]).
-        mesh: q-mesh for the DOS, thermal properties and imaginary-mode check: a length (float, Å;
-            phonopy's density, ≈ length·|b_i| points along reciprocal vector b_i), ``n`` or
-            ``(n1, n2, n3)``. Γ-centred.
-        temperatures: ``(t_min, t_max, t_step)`` (K) of the thermal properties, t_max included.
-        band_npoints: q-points per straight segment of the band path (ends included).
-        imaginary_tol: frequencies below ``-imaginary_tol`` (THz) count as imaginary; smaller
-            negative values near Γ are numerical noise of the acoustic branches.
+        settings: the supercell, displacement, relaxation, q-mesh, temperatures, ... (see
+            :class:`~mlip.workflows.phonons.settings.PhononSettings`; default: its defaults).
         out_dir: folder for the results (``phonons.json`` and the plots, see
             :meth:`PhononResult.save`) and for a resumable cache (``cache/``: the relaxed
             structure and the forces of each displaced supercell). A rerun with the same input
             and settings recomputes nothing; a cache made with another model or for other
             supercells is refused (use another folder, or delete ``cache/``).
         progress: progress bars for the relaxation and the displaced-supercell forces.
-        min_width: lower bound (Å) on the perpendicular widths of the default supercell.
-        subtract_residual_forces: subtract the forces on the undisplaced supercell from the
-            displaced ones' (phonopy's ``--fz``; one more evaluation). They vanish for an exactly
-            invariant model in a symmetric crystal, so this changes nothing there; for a model
-            invariant only approximately it removes an error of F₀/``displacement`` from the force
-            constants.
+        **overrides: settings by keyword, instead of or on top of ``settings``
+            (``run_phonons(atoms, calc, supercell=4, mesh=12)``).
 
     Raises:
         ValueError: non-periodic or empty structure, bad supercell (malformed, singular,
             left-handed, too small for the model's cutoff), non-positive displacement, bad mesh,
             temperatures or tolerances, elements unknown to the model (from the calculator), or a
             cache in ``out_dir`` made for other structures or another model.
+        TypeError: ``settings`` of another class, or a keyword that is no setting.
         ImportError: phonopy or spglib is missing (``pip install 'mlip-torch[phonons]'``).
 
     A relaxation that does not converge, or that changes the space group, emits a
@@ -431,30 +349,32 @@ def run_phonons(
     from mlip.calculators.model_loading import describe_model
     from mlip.workflows.phonons.phonopy_bridge import import_phonopy, to_ase_atoms
 
-    mesh_arg, (t_min, t_max, t_step), band_npoints, matrix = _check_phonon_arguments(
-        atoms, supercell, displacement, relax, fmax, relax_steps, symprec, fix_symmetry_symprec, mesh,
-        temperatures, band_npoints, imaginary_tol, min_width)
+    check_crystal(atoms, workflow="the phonon workflow")
+    s = with_overrides(PhononSettings, settings, overrides, "run_phonons")
+    mesh_arg = list(s.mesh) if isinstance(s.mesh, tuple) else s.mesh
+    t_min, t_max, t_step = s.temperatures
+    matrix = s.supercell_matrix()
     phonopy_module = import_phonopy()
     calc = float64_calculator(calculator)
     cutoff = calculator_cutoff(calc)
     if matrix is not None:
         _check_supercell_for_cutoff(atoms, matrix, cutoff)
-    settings = {
-        "supercell": None if supercell is None else np.asarray(supercell).tolist(),
-        "min_width_A": float(min_width),
-        "displacement_A": float(displacement),
-        "relax": bool(relax),
-        "fmax_eV_per_A": float(fmax),
-        "relax_steps": int(relax_steps),
-        "symprec": float(symprec),
-        "fix_symmetry_symprec": float(fix_symmetry_symprec),
-        "no_shear": bool(no_shear),
+    record = {
+        "supercell": None if s.supercell is None else np.asarray(s.supercell).tolist(),
+        "min_width_A": float(s.min_width),
+        "displacement_A": float(s.displacement),
+        "relax": bool(s.relax),
+        "fmax_eV_per_A": float(s.fmax),
+        "relax_steps": int(s.relax_steps),
+        "symprec": float(s.symprec),
+        "fix_symmetry_symprec": float(s.fix_symmetry_symprec),
+        "no_shear": bool(s.no_shear),
         "mesh": mesh_arg,
         "temperatures_K": [t_min, t_max, t_step],
-        "band_npoints": band_npoints,
-        "imaginary_tol_THz": float(imaginary_tol),
+        "band_npoints": s.band_npoints,
+        "imaginary_tol_THz": float(s.imaginary_tol),
         "model_cutoff_A": cutoff,
-        "subtract_residual_forces": bool(subtract_residual_forces),
+        "subtract_residual_forces": bool(s.subtract_residual_forces),
     }
     cache = Path(out_dir) / "cache" if out_dir is not None else None
     if cache is not None:
@@ -464,21 +384,21 @@ def run_phonons(
     unit.calc = None
     unit.set_constraint()
     relaxation = None
-    if relax:
+    if s.relax:
         relaxed = cached_relaxation(
-            unit, calc, cache, fmax=fmax, steps=relax_steps, symprec=symprec,
-            fix_symmetry_symprec=fix_symmetry_symprec, cell_mask=NO_SHEAR_CELL_MASK if no_shear else None,
-            key_extra={"no_shear": bool(no_shear)}, progress=progress,
+            unit, calc, cache, fmax=s.fmax, steps=s.relax_steps, symprec=s.symprec,
+            fix_symmetry_symprec=s.fix_symmetry_symprec, cell_mask=NO_SHEAR_CELL_MASK if s.no_shear else None,
+            key_extra={"no_shear": bool(s.no_shear)}, progress=progress,
         )
         unit, relaxation = relaxed.atoms, relaxed.info
         if not relaxed.reused:
-            _warn_if_unsound(relaxation, fmax, relax_steps)
+            _warn_if_unsound(relaxation, s.fmax, s.relax_steps)
 
-    matrix = _supercell_matrix(unit, matrix, cutoff, min_width)
-    ph, n_displacements, residual = _force_constants(phonopy_module, unit, matrix, displacement, symprec,
-                                                     calc, cache, progress, subtract_residual_forces)
+    matrix = _supercell_matrix(unit, matrix, cutoff, s.min_width)
+    ph, n_displacements, residual = _force_constants(phonopy_module, unit, matrix, s.displacement, s.symprec,
+                                                     calc, cache, progress, s.subtract_residual_forces)
     primitive = to_ase_atoms(ph.primitive)
-    band = _band_structure(ph, primitive, band_npoints)
+    band = _band_structure(ph, primitive, s.band_npoints)
     thermal = _mesh_and_thermal_properties(ph, mesh_arg, t_min, t_max, t_step, len(unit) / len(primitive))
     low_mesh, low_path, low_q = _lowest_frequencies(thermal["mesh_frequencies"], thermal["mesh_qpoints"],
                                                     band)
@@ -507,35 +427,16 @@ def run_phonons(
         lowest_frequency_mesh=low_mesh,
         lowest_frequency_path=low_path,
         lowest_frequency_qpoint=[float(x) for x in low_q],
-        imaginary_tol=float(imaginary_tol),
+        imaginary_tol=float(s.imaginary_tol),
         relaxation=relaxation,
         residual_force_max=residual,
-        settings=settings,
+        settings=record,
         model=describe_model(calc, calculator if isinstance(calculator, (str, os.PathLike)) else None),
         phonopy=ph,
     )
     if out_dir is not None:
         result.save(out_dir)
     return result
-
-
-def _check_phonon_arguments(atoms, supercell, displacement, relax, fmax, relax_steps, symprec,
-                            fix_symmetry_symprec, mesh, temperatures, band_npoints, imaginary_tol, min_width):
-    """Refuse arguments :func:`run_phonons` cannot use (ValueError naming the argument); returns
-    (phonopy's mesh argument, (t_min, t_max, t_step), band_npoints, the supercell matrix or None)."""
-    check_force_constant_inputs(atoms, workflow="the phonon workflow", displacement=displacement,
-                                symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, relax=relax,
-                                fmax=fmax, relax_steps=relax_steps)
-    mesh_arg = _mesh_argument(mesh)
-    temperature_range = _temperature_range(temperatures)
-    if isinstance(band_npoints, bool) or not isinstance(band_npoints, (int, np.integer)) or band_npoints < 2:
-        raise ValueError(f"band_npoints must be an integer >= 2, got {band_npoints!r}")
-    if not (isinstance(min_width, (int, float, np.number)) and math.isfinite(min_width) and min_width > 0):
-        raise ValueError(f"min_width must be a positive length in Å, got {min_width!r}")
-    if not (imaginary_tol >= 0 and math.isfinite(imaginary_tol)):
-        raise ValueError(f"imaginary_tol must be >= 0 (THz), got {imaginary_tol}")
-    matrix = None if supercell is None else parse_supercell(supercell, "supercell")
-    return mesh_arg, temperature_range, int(band_npoints), matrix
 
 
 def _warn_if_unsound(relaxation: dict, fmax: float, steps: int) -> None:
@@ -809,10 +710,6 @@ def plot_thermal_properties(result: PhononResult):
 
 
 __all__ = [
-    "DEFAULT_DISPLACEMENT",
-    "DEFAULT_IMAGINARY_TOL",
-    "DEFAULT_MESH",
-    "DEFAULT_MIN_WIDTH",
     "MIN_WIDTH_CUTOFF_FACTOR",
     "PhononResult",
     "calculator_cutoff",

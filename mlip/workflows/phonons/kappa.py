@@ -1,9 +1,9 @@
 """Lattice thermal conductivity κ with phono3py: the Matbench Discovery protocol ("phonondb-v1").
 
 >>> from ase.build import bulk
->>> from mlip.workflows.phonons import run_kappa
+>>> from mlip.workflows.phonons import KappaSettings, run_kappa
 >>> result = run_kappa(bulk("Cu", "fcc", a=3.6, cubic=True), "ase.calculators.emt:EMT",
-...                    fc2_supercell=2, fc3_supercell=2, mesh=11, progress=False)
+...                    KappaSettings(fc2_supercell=2, fc3_supercell=2, mesh=11), progress=False)
 >>> result.status, round(float(result.kappa_average[0]), 1)  # W/(m·K) at 300 K
 ('ok', 12.6)
 
@@ -49,17 +49,16 @@ xy) as in phono3py.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 from ase import Atoms
 
-from mlip.workflows.phonons.force_constant_inputs import check_force_constant_inputs, float64_calculator
+from mlip.workflows.phonons.force_constant_inputs import check_crystal, float64_calculator
 from mlip.workflows.phonons.kappa_result import KappaResult, load_kappa
 from mlip.calculators.model_loading import calculator_cutoff
 from mlip.workflows.phonons.cache import NO_SHEAR_CELL_MASK, cached_relaxation, check_model_cache
@@ -70,9 +69,7 @@ from mlip.workflows.phonons.supercells import (
     reduced_widths,
     suggest_supercell,
 )
-
-#: conductivity methods: Wigner (RTA, particle + coherence), Peierls–Boltzmann RTA, direct LBTE
-METHODS = ("wigner", "rta", "lbte")
+from mlip.workflows.phonons.settings import KappaSettings, with_overrides
 
 #: fc3 supercells must be at least this many nearest-neighbour distances wide (see module docs)
 MIN_WIDTH_NN_FACTOR = 2.5
@@ -80,9 +77,6 @@ MIN_WIDTH_NN_FACTOR = 2.5
 #: fc2 and fc3 supercells must be at least this many model cutoffs wide (see module docs; the
 #: harmonic phonons of :mod:`mlip.workflows.phonons.harmonic` ask for 2)
 MIN_WIDTH_CUTOFF_FACTOR = 1.0
-
-#: default q-mesh when neither ``mesh`` nor ``atoms.info["q_point_mesh"]`` is given (the protocol's)
-DEFAULT_MESH = (20, 20, 20)
 
 #: acoustic frequencies at Γ down to −tolerance (THz) are numerical noise (Matbench Discovery's
 #: ``check_imaginary_freqs``); every other frequency on the mesh must be ≥ 0
@@ -153,47 +147,17 @@ def check_supercell(atoms: Atoms, matrix, order: int = 3, cutoff: Optional[float
                                  suggest=suggest_supercell, widths_of=reduced_widths)
 
 
-def _parse_mesh(value) -> List[int]:
-    arr = np.asarray(value)
-    if arr.ndim == 0:
-        arr = np.repeat(arr, 3)
-    if (isinstance(value, (bool, np.bool_)) or arr.shape != (3,) or not np.issubdtype(arr.dtype, np.number)
-            or not np.allclose(arr, np.round(arr)) or np.any(arr < 1)):
-        raise ValueError(f"mesh must be n or (n1, n2, n3) positive integers, got {value!r}")
-    return [int(x) for x in np.round(arr)]
-
-
-def _parse_temperatures(value) -> List[float]:
-    temps = np.atleast_1d(np.asarray(value, dtype=float)) if value is not None else np.zeros(0)
-    if temps.ndim != 1 or temps.size == 0 or not np.all(np.isfinite(temps)) or np.any(temps < 0):
-        raise ValueError(f"temperatures must be one or more non-negative values in K, got {value!r}")
-    return [float(t) for t in temps]
-
-
 # ----------------------------------------------------------------------------------------- workflow
 def run_kappa(
     atoms: Atoms,
     calculator,
-    fc2_supercell: Union[None, int, Sequence[int], Sequence[Sequence[int]]] = None,
-    fc3_supercell: Union[None, int, Sequence[int], Sequence[Sequence[int]]] = None,
-    mesh: Union[None, int, Sequence[int]] = None,
-    displacement: float = 0.03,
-    temperatures: Union[float, Sequence[float]] = (300.0,),
-    method: str = "wigner",
-    isotopes: bool = True,
-    boundary_mfp: Optional[float] = 1e6,
-    relax: bool = True,
-    fmax: float = 1e-4,
-    relax_steps: int = 300,
-    symprec: float = 1e-5,
-    fix_symmetry_symprec: float = 0.01,
-    stop_on_broken_symmetry: bool = True,
-    check_supercells: bool = True,
+    settings: Optional[KappaSettings] = None,
+    *,
     out_dir: Union[str, os.PathLike, None] = None,
     progress: bool = True,
     raise_errors: bool = False,
     log: Optional[Callable[[str], None]] = None,
-    subtract_residual_forces: bool = True,
+    **overrides,
 ) -> KappaResult:
     """Lattice thermal conductivity of a crystal (Matbench Discovery's κ protocol by default).
 
@@ -203,28 +167,8 @@ def run_kappa(
             PhononDB structures of Matbench Discovery carry them) supply defaults.
         calculator: anything :func:`mlip.workflows.resolve_calculator` accepts; mlip potentials
             are evaluated in float64.
-        fc2_supercell: the supercell of the second-order force constants: ``n``, ``(n1, n2, n3)`` or
-            an integer 3×3 matrix applied to the cell of ``atoms``. Default: ``atoms.info``, else the
-            fc3 supercell. Too small ones are refused (:func:`check_supercell`) before anything is
-            computed.
-        fc3_supercell: the same for the third-order force constants. Default: ``atoms.info``, else
-            the supercell of :func:`suggest_supercell` at the minimum width.
-        mesh: q-mesh ``n`` or ``(n1, n2, n3)`` of the primitive cell's reciprocal lattice.
-            Default: ``atoms.info["q_point_mesh"]``, else 20³.
-        displacement: finite-displacement distance (Å).
-        temperatures: one or more temperatures (K).
-        method: ``"wigner"`` (Wigner transport, RTA: populations + coherences), ``"rta"``
-            (Peierls–Boltzmann RTA) or ``"lbte"`` (direct solution of the linearised BTE).
-        isotopes: isotope scattering with natural abundances.
-        boundary_mfp: boundary-scattering mean free path (µm); None: no boundary scattering.
-        relax: symmetry-preserving relaxation first (``FixSymmetry`` + ``FrechetCellFilter``
-            without shear + FIRE).
-        fmax: relaxation threshold (eV/Å).
-        relax_steps: maximum relaxation steps.
-        symprec: symmetry tolerance of phono3py and of the space-group comparison (Å).
-        fix_symmetry_symprec: tolerance of the symmetry ``FixSymmetry`` imposes while relaxing.
-        stop_on_broken_symmetry: stop before fc3 when the relaxation changed the space group.
-        check_supercells: refuse too-small supercells (see :func:`check_supercell`).
+        settings: supercells, q-mesh, displacement, temperatures, method, scattering, relaxation,
+            ... (see :class:`~mlip.workflows.phonons.settings.KappaSettings`; default: the protocol's).
         out_dir: folder for ``kappa.json`` (:meth:`KappaResult.save`) and a resumable cache
             (``cache/``: the relaxed structure, ``cache/fc2`` and ``cache/fc3`` with the forces of
             each displaced supercell). A killed run resumes without recomputing finished forces;
@@ -235,12 +179,8 @@ def run_kappa(
             instead of returning a ``"failed"`` result.
         log: called with one line as each stage (relax, fc2, fc3, conductivity) starts, e.g.
             ``print`` for the logs of runs without progress bars.
-        subtract_residual_forces: subtract the forces on the undisplaced fc2 and fc3 supercells
-            from their displaced ones' (phonopy's ``--fz``,
-            :func:`mlip.workflows.phonons.displacement_forces.subtract_residual_forces`; one more evaluation
-            each, one in all for equal supercells with ``out_dir``). Nothing changes for an exactly invariant model in a symmetric crystal; for a
-            model invariant only approximately it removes an error of F₀/``displacement`` from the
-            force constants.
+        **overrides: settings by keyword, instead of or on top of ``settings``
+            (``run_kappa(atoms, calc, fc3_supercell=2, method="rta")``).
 
     Returns:
         :class:`KappaResult` (also saved to ``out_dir`` when given).
@@ -249,15 +189,17 @@ def run_kappa(
         ValueError: invalid arguments, a non-periodic structure, a too-small supercell (the message
             names one to use instead), or an ``out_dir`` cache made by another model or for other
             structures.
+        TypeError: ``settings`` of another class, or a keyword that is no setting.
         ImportError: phono3py is missing (``pip install 'mlip-torch[phonons]'``).
     """
     from mlip.calculators.model_loading import describe_model
     from mlip.workflows.phonons.phonopy_bridge import import_phono3py
 
     t_start = time.perf_counter()
-    method, temps, mesh_list = _check_kappa_arguments(atoms, mesh, displacement, temperatures, method,
-                                                      boundary_mfp, relax, fmax, relax_steps, symprec,
-                                                      fix_symmetry_symprec)
+    check_crystal(atoms, workflow="the thermal-conductivity workflow")
+    s = with_overrides(KappaSettings, settings, overrides, "run_kappa")
+    temps = list(s.temperatures)
+    mesh_list = s.q_mesh(atoms.info)
     import_phono3py()
     calc = float64_calculator(calculator)
     cutoff = calculator_cutoff(calc)
@@ -265,31 +207,31 @@ def run_kappa(
     unit.calc = None
     unit.set_constraint()
     unit.info = {}
-    fc2_matrix, fc3_matrix = _supercells(unit, atoms.info or {}, fc2_supercell, fc3_supercell, cutoff,
-                                         check_supercells)
-    settings = {
+    fc2_matrix, fc3_matrix = _supercells(unit, atoms.info or {}, s.fc2_supercell, s.fc3_supercell, cutoff,
+                                         s.check_supercells)
+    record = {
         "fc2_supercell": fc2_matrix.tolist(),
         "fc3_supercell": fc3_matrix.tolist(),
         "mesh": mesh_list,
-        "displacement_A": float(displacement),
+        "displacement_A": float(s.displacement),
         "temperatures_K": temps,
-        "method": method,
-        "isotopes": bool(isotopes),
-        "boundary_mfp_um": None if boundary_mfp is None else float(boundary_mfp),
-        "relax": bool(relax),
-        "fmax_eV_per_A": float(fmax),
-        "relax_steps": int(relax_steps),
-        "symprec": float(symprec),
-        "fix_symmetry_symprec": float(fix_symmetry_symprec),
+        "method": s.method,
+        "isotopes": bool(s.isotopes),
+        "boundary_mfp_um": None if s.boundary_mfp is None else float(s.boundary_mfp),
+        "relax": bool(s.relax),
+        "fmax_eV_per_A": float(s.fmax),
+        "relax_steps": int(s.relax_steps),
+        "symprec": float(s.symprec),
+        "fix_symmetry_symprec": float(s.fix_symmetry_symprec),
         "cell_mask": list(NO_SHEAR_CELL_MASK),
-        "stop_on_broken_symmetry": bool(stop_on_broken_symmetry),
-        "check_supercells": bool(check_supercells),
+        "stop_on_broken_symmetry": bool(s.stop_on_broken_symmetry),
+        "check_supercells": bool(s.check_supercells),
         "gamma_acoustic_tolerance_THz": GAMMA_ACOUSTIC_TOLERANCE,
         "model_cutoff_A": cutoff,
-        "subtract_residual_forces": bool(subtract_residual_forces),
+        "subtract_residual_forces": bool(s.subtract_residual_forces),
     }
     model = describe_model(calc, calculator if isinstance(calculator, (str, os.PathLike)) else None)
-    result = KappaResult(atoms=unit, model=model, settings=settings, method=method, mesh=mesh_list,
+    result = KappaResult(atoms=unit, model=model, settings=record, method=s.method, mesh=mesh_list,
                          temperatures=np.array(temps), fc2_supercell=fc2_matrix, fc3_supercell=fc3_matrix)
 
     cache = Path(out_dir) / "cache" if out_dir is not None else None
@@ -298,11 +240,7 @@ def run_kappa(
 
     stage = "relax"
     try:
-        _run_stages(result, calc, cache, progress=progress, relax=relax, fmax=fmax, relax_steps=relax_steps,
-                    symprec=symprec, fix_symmetry_symprec=fix_symmetry_symprec, displacement=displacement,
-                    isotopes=isotopes, boundary_mfp=boundary_mfp,
-                    stop_on_broken_symmetry=stop_on_broken_symmetry, log=log or (lambda line: None),
-                    subtract_residual=subtract_residual_forces)
+        _run_stages(result, calc, cache, s, progress=progress, log=log or (lambda line: None))
     except Exception as err:  # recorded as a failed material; KeyboardInterrupt passes through
         stage = result.failed_stage or "relax"
         if raise_errors or _is_cache_error(err):
@@ -317,24 +255,6 @@ def run_kappa(
     if out_dir is not None:
         result.save(out_dir)
     return result
-
-
-def _check_kappa_arguments(atoms: Atoms, mesh, displacement, temperatures, method, boundary_mfp, relax, fmax,
-                           relax_steps, symprec, fix_symmetry_symprec) -> Tuple[str, List[float], List[int]]:
-    """Refuse arguments :func:`run_kappa` cannot use (ValueError naming the argument); returns
-    (method in lower case, temperatures, q-mesh: ``mesh``, else ``atoms.info``, else 20³)."""
-    check_force_constant_inputs(atoms, workflow="the thermal-conductivity workflow",
-                                displacement=displacement, symprec=symprec,
-                                fix_symmetry_symprec=fix_symmetry_symprec, relax=relax, fmax=fmax,
-                                relax_steps=relax_steps)
-    method = str(method).lower()
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    temps = _parse_temperatures(temperatures)
-    if boundary_mfp is not None and not (boundary_mfp > 0 and math.isfinite(boundary_mfp)):
-        raise ValueError(f"boundary_mfp must be a positive length in µm or None, got {boundary_mfp!r}")
-    mesh_value = mesh if mesh is not None else (atoms.info or {}).get("q_point_mesh", DEFAULT_MESH)
-    return method, temps, _parse_mesh(mesh_value)
 
 
 def _supercells(unit: Atoms, info: dict, fc2_supercell, fc3_supercell, cutoff: Optional[float],
@@ -376,28 +296,26 @@ def _displaced(n: int) -> str:
     return f"{n} displaced supercell{'' if n == 1 else 's'}"
 
 
-def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, relax, fmax, relax_steps,
-                symprec, fix_symmetry_symprec, displacement, isotopes, boundary_mfp,
-                stop_on_broken_symmetry, log: Callable[[str], None], subtract_residual: bool) -> None:
+def _run_stages(result: KappaResult, calc, cache: Optional[Path], s: KappaSettings, *, progress: bool,
+                log: Callable[[str], None]) -> None:
     """Relaxation, fc2, imaginary-mode check, fc3 and conductivity, filling ``result`` in place
     (``result.failed_stage`` tracks the stage in case of an exception)."""
     result.failed_stage = "relax"
     t0 = time.perf_counter()
-    _relax_stage(result, calc, cache, relax=relax, fmax=fmax, relax_steps=relax_steps, symprec=symprec,
-                 fix_symmetry_symprec=fix_symmetry_symprec, progress=progress, log=log)
+    _relax_stage(result, calc, cache, s, progress=progress, log=log)
     result.timings["relax"] = time.perf_counter() - t0
 
     result.failed_stage = "fc2"
-    ph3 = _phono3py(result, symprec, displacement)
+    ph3 = _phono3py(result, s.symprec, s.displacement)
     t0 = time.perf_counter()
-    _fc2_stage(result, ph3, calc, cache, progress, log, subtract_residual)
+    _fc2_stage(result, ph3, calc, cache, progress, log, s.subtract_residual_forces)
     result.timings["fc2"] = time.perf_counter() - t0
-    if result.imaginary_modes or (result.symmetry_broken and stop_on_broken_symmetry):
+    if result.imaginary_modes or (result.symmetry_broken and s.stop_on_broken_symmetry):
         return
 
     result.failed_stage = "fc3"
     t0 = time.perf_counter()
-    _fc3_stage(result, ph3, calc, cache, progress, log, subtract_residual)
+    _fc3_stage(result, ph3, calc, cache, progress, log, s.subtract_residual_forces)
     result.timings["fc3"] = time.perf_counter() - t0
 
     result.failed_stage = "conductivity"
@@ -408,27 +326,28 @@ def _run_stages(result: KappaResult, calc, cache: Optional[Path], *, progress, r
     ph3.run_thermal_conductivity(
         is_LBTE=result.method == "lbte",
         temperatures=list(result.temperatures),
-        is_isotope=bool(isotopes),
-        boundary_mfp=boundary_mfp,
+        is_isotope=bool(s.isotopes),
+        boundary_mfp=s.boundary_mfp,
         transport_type="SMM19" if result.method == "wigner" else None,
     )
     _collect_conductivity(result, ph3.thermal_conductivity)
     result.timings["conductivity"] = time.perf_counter() - t0
 
 
-def _relax_stage(result: KappaResult, calc, cache: Optional[Path], *, relax, fmax, relax_steps, symprec,
-                 fix_symmetry_symprec, progress, log: Callable[[str], None]) -> None:
+def _relax_stage(result: KappaResult, calc, cache: Optional[Path], s: KappaSettings, *, progress: bool,
+                 log: Callable[[str], None]) -> None:
     """Symmetry-preserving relaxation without shear (reused from ``cache`` when input and settings
     match), or without ``relax`` only the space group; no warnings: a changed space group is the
     result's status."""
     from mlip.workflows.relax import spacegroup
 
-    if not relax:
-        result.spacegroup_initial = result.spacegroup_final = spacegroup(result.atoms, symprec)
+    if not s.relax:
+        result.spacegroup_initial = result.spacegroup_final = spacegroup(result.atoms, s.symprec)
         return
-    log(f"stage relax: symmetry-preserving relaxation, fmax {fmax:g} eV/Å, at most {relax_steps} steps")
-    relaxation = cached_relaxation(result.atoms, calc, cache, fmax=fmax, steps=relax_steps, symprec=symprec,
-                                   fix_symmetry_symprec=fix_symmetry_symprec, cell_mask=NO_SHEAR_CELL_MASK,
+    log(f"stage relax: symmetry-preserving relaxation, fmax {s.fmax:g} eV/Å, at most {s.relax_steps} steps")
+    relaxation = cached_relaxation(result.atoms, calc, cache, fmax=s.fmax, steps=s.relax_steps,
+                                   symprec=s.symprec, fix_symmetry_symprec=s.fix_symmetry_symprec,
+                                   cell_mask=NO_SHEAR_CELL_MASK,
                                    key_extra={"cell_mask": list(NO_SHEAR_CELL_MASK)}, progress=progress)
     info = relaxation.info
     sg0, sg1 = info["spacegroup_initial"], info["spacegroup_final"]
@@ -549,9 +468,7 @@ def _collect_conductivity(result: KappaResult, tc) -> None:
 
 
 __all__ = [
-    "DEFAULT_MESH",
     "GAMMA_ACOUSTIC_TOLERANCE",
-    "METHODS",
     "MIN_WIDTH_CUTOFF_FACTOR",
     "MIN_WIDTH_NN_FACTOR",
     "KappaResult",
