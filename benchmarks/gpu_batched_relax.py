@@ -4,7 +4,7 @@
     python benchmarks/gpu_batched_relax.py --device cpu --structures 4 --steps 5   # checks the script
 
 Relaxes rattled, strained small fcc cells (4 to 16 atoms, the size of Matbench Discovery's WBM
-structures) with :func:`mlip.integrations.torchsim.relax_batched` (FIRE on a Fréchet cell filter,
+structures) with :func:`mlip.workflows.discovery.batched_relax.relax_batched` (FIRE on a Fréchet cell filter,
 structures leaving the batch as they converge) and the shipped Platonic model, stopping after
 ``--seconds``. The target of issue 39 is 10⁴ structures per minute on a GPU. Without torch-sim
 (``mlip.integrations.torchsim`` not importable: Python < 3.12 or the ``torchsim`` extra missing)
@@ -54,7 +54,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     result = dict(torch=torch.__version__, device=args.device, python=sys.version.split()[0])
     try:
-        from mlip.integrations.torchsim import MLIPModel, relax_batched
+        from mlip.integrations.torchsim import MLIPModel
+        from mlip.workflows.discovery.batched_relax import relax_batched
     except Exception as err:  # ImportError, mlip.extras.MissingExtraError
         result.update(status="not installed", reason=f"{type(err).__name__}: {err}"[:500])
         Path(args.out).write_text(json.dumps(result, indent=1))

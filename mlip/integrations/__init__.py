@@ -1,7 +1,8 @@
 """Bridges to other simulation engines, each in its own module and behind its own extra:
 
-* :mod:`mlip.integrations.torchsim`: any :class:`mlip.Potential` as a torch-sim model, and batched
-  relaxation with torch-sim's FIRE (extra ``torchsim``, Python >= 3.12).
+* :mod:`mlip.integrations.torchsim`: any :class:`mlip.Potential` as a torch-sim model (extra
+  ``torchsim``, Python >= 3.12); batched relaxation with it is a workflow,
+  :mod:`mlip.workflows.discovery.batched_relax`.
 
 Nothing here is imported by ``import mlip``; each module imports its engine when it is imported.
 """

@@ -1,4 +1,5 @@
-"""mlip.integrations.torchsim: any Potential as a torch-sim model, batched relaxation of a campaign.
+"""mlip.integrations.torchsim: any Potential as a torch-sim model; batched relaxation of a campaign with it
+(mlip.workflows.discovery.batched_relax).
 
 torch-sim needs Python >= 3.12: under an older Python this file is skipped (the ``.ci/run`` job for
 Python 3.12 runs it); what ``--batch-size`` says there is tested in tests/cli/test_batch_size.py.
@@ -22,7 +23,8 @@ if sys.version_info >= (3, 12):
     from torch_sim.models.interface import validate_model_outputs
 
     from mlip.calculators import MLIPCalculator
-    from mlip.integrations.torchsim import MLIPModel, relax_batched
+    from mlip.integrations.torchsim import MLIPModel
+    from mlip.workflows.discovery.batched_relax import relax_batched
     from mlip.pretrained import load_potential
     from mlip.testing import build_potential
     from mlip.workflows.discovery.emt_benchmark import generate_emt_benchmark

@@ -23,7 +23,7 @@ the model, the settings and the structures: a folder holding another campaign is
 one model's energies are never mixed with another's.
 
 With ``batch_size`` > 1 (an mlip model; torch-sim installed, Python >= 3.12) the materials are
-relaxed together by :func:`mlip.integrations.torchsim.relax_batched`: torch-sim's FIRE (ASE's
+relaxed together by :func:`mlip.workflows.discovery.batched_relax.relax_batched`: torch-sim's FIRE (ASE's
 flavour and parameters) on a Fréchet cell filter, the convergence test of ASE's FIRE on
 ``FrechetCellFilter``, each result written as its material leaves the batch. Same records and
 resume; ``wall_time_s`` is then the time a material spent in the batch (shared with the others).
@@ -268,7 +268,8 @@ def relax_in_batches(materials: Sequence[Material], calc, out_dir: Union[str, Pa
     """The batched path of :func:`run_discovery_relax` (see the module docstring): this shard's
     materials without a result, relaxed with torch-sim, each result written as it leaves the batch.
     Returns the counts of :func:`mlip.workflows.sharding.run_sharded`."""
-    from mlip.integrations.torchsim import BatchEvaluationError, MLIPModel, relax_batched
+    from mlip.integrations.torchsim import MLIPModel
+    from mlip.workflows.discovery.batched_relax import BatchEvaluationError, relax_batched
     from mlip.structure_checks import validate_atoms
     from mlip.calculators.model_loading import potential_of
     from mlip.workflows.sharding import pending_items, write_result
