@@ -639,18 +639,12 @@ def summary(prop: str, value: Dict[str, Any]) -> str:
     return ""
 
 
-def scalars(properties: Dict[str, Any], prefix: str = "") -> Dict[str, float]:
-    """Every number of ``properties`` that is not part of a list, by its dotted path."""
-    out: Dict[str, float] = {}
-    for key, value in properties.items():
-        path = f"{prefix}{key}"
-        if key in ("relaxation", "curves", "bm_parameters", "cell_relaxed_A"):
-            continue
-        if isinstance(value, dict):
-            out.update(scalars(value, path + "."))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            out[path] = float(value)
-    return out
+def scalars(properties: Dict[str, Any]) -> Dict[str, float]:
+    """Every number of ``properties`` that is not part of a list, by its dotted path (what a model card
+    quotes: :func:`mlip.workflows.model_card.property_scalars`)."""
+    from mlip.workflows.model_card import property_scalars
+
+    return property_scalars(properties)
 
 
 def phonon_mae(method: Dict[str, Any], reference: Dict[str, Any]) -> Optional[float]:

@@ -51,6 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
+# --md-cells: the pure crystal and the rattled half-and-half solid solution whose MD step is timed, the
+# cells a model card times too (its speed and this comparison are of the same pair)
+from mlip.workflows.model_card.measure import MD_CELLS, md_cells
+
 HELPER = Path(__file__).resolve().with_name("mace_helper.py")
 MACE_NAME = "mace_baseline"
 MACE_R_MAX = 5.0  # Å: MACE's cutoff, and the radius within which an isolated atom has no neighbour
@@ -109,26 +113,6 @@ def mace_e0s(kind: str, train_atoms, r_max: float = MACE_R_MAX) -> str:
     except ValueError as err:
         raise SystemExit(f"--mace-e0s isolated: {err}; use --mace-e0s average") from None
     return "{" + ", ".join(f"{z}: {float(e)!r}" for z, e in zip(numbers, energies)) + "}"
-
-
-#: --md-cells: (element, structure, a, repeat) of the pure cell, then of the half-and-half solid solution
-MD_CELLS = {"cu-au": (("Cu", "fcc", 3.61, 4), ("Cu", "Au", "fcc", 3.75, 5)),
-            "si-ge": (("Si", "diamond", 5.47, 3), ("Si", "Ge", "diamond", 5.62, 4))}
-
-
-def md_cells(kind: str = "cu-au"):
-    """The two cells whose MD step is timed: a pure crystal and a rattled 50 % solid solution."""
-    from ase.build import bulk
-
-    (element, structure, a, n), (host, guest, alloy_structure, a_alloy, m) = MD_CELLS[kind]
-    pure = bulk(element, structure, a=a, cubic=True).repeat(n)
-    alloy = bulk(host, alloy_structure, a=a_alloy, cubic=True).repeat(m)
-    rng = np.random.default_rng(0)
-    symbols = np.array(alloy.get_chemical_symbols())
-    symbols[rng.permutation(len(alloy))[: len(alloy) // 2]] = guest
-    alloy.set_chemical_symbols(symbols.tolist())
-    alloy.rattle(0.05, seed=1)
-    return [pure, alloy]
 
 
 def time_steps(calc, atoms, warmup: int, repeats: int):

@@ -3,7 +3,7 @@
     python benchmarks/shipped_md_step.py [MODEL ...] [--rounds 3] [--repeats 10] [--threads 1] [--json out.json]
 
 MODEL is a shipped name (``equiformer_v3-emt``, ...) or a checkpoint path; by default every trained model
-the package ships. The structures are the model cards' (``benchmarks/model_card.py``): a 256-atom fcc Cu
+the package ships. The structures are the model cards' (``mlip card``): a 256-atom fcc Cu
 cell and a 500-atom Cu-Au solid solution. The models are timed in alternating rounds, each round timing
 every model once per structure (median of ``--repeats`` calls after 3 warm-up calls, positions moved
 before every call so that the neighbour list is rebuilt as in MD), and the report gives the median over
@@ -23,10 +23,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from model_card import speed_structures  # noqa: E402  (the cards' structures)
 from platonic_md_step import time_steps  # noqa: E402
 
 import mlip  # noqa: E402
+from mlip.workflows.model_card import speed_structures  # noqa: E402  (the cards' structures)
 
 
 def main(argv=None) -> int:

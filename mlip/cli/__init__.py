@@ -36,8 +36,8 @@ from mlip.cli.common import EXIT_NOT_CONVERGED, PROG, CLIError, end_command, os_
 EXIT_BROKEN_PIPE = 141
 
 # The subcommands in the order ``mlip --help`` lists them.
-SUBCOMMANDS = ("info", "create", "phonons", "kappa", "data", "train", "distill", "learn", "eval", "relax",
-               "md", "discovery")
+SUBCOMMANDS = ("info", "create", "phonons", "kappa", "data", "train", "distill", "learn", "eval", "card",
+               "relax", "md", "discovery")
 
 
 class _Parser(argparse.ArgumentParser):

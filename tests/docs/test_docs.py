@@ -2,7 +2,7 @@
 
 The README is a user manual: it keeps the two commands at its top (the first one true, the test command
 after its marker as ``.ci/run`` extracts it) and a shipped-models table whose rows are the model cards'
-(``models/pretrained/NAME.json``, written by ``benchmarks/model_card.py``). Every Markdown link of the README,
+(``models/pretrained/NAME.json``, written by ``mlip card``). Every Markdown link of the README,
 ``docs/``, ``examples/`` and the cards resolves to a file, and ``examples/README.md`` names every example.
 Each card's training commands are its recipe in ``examples/recipes/NAME/``, stage for stage. The result
 tables of ``docs/`` quote their recorded runs in ``benchmarks/results/``: the shipped models and the

@@ -1,0 +1,263 @@
+"""Make a model card from a training run: ship the weights, measure them, write ``NAME.json`` and ``NAME.md``.
+
+:class:`CardSettings` holds what the card states beyond what is measured (its name, commands, domain,
+targets, the reports it quotes); :func:`make_model_card` measures and writes. ``mlip card`` is the command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Union
+
+import torch
+
+from mlip.workflows.model_card.markdown import EMT_TEST, format_model_card
+from mlip.workflows.model_card.measure import (
+    KEYS,
+    card_sample_of,
+    embedded_atom_share,
+    errors,
+    md_step_speed,
+    rotation_spread,
+    speed_structures,
+    training_stages,
+    training_throughput,
+)
+from mlip.workflows.model_card.quotes import (
+    quote_dft_validation,
+    quote_mace_baseline,
+    quote_student_vs_teacher,
+)
+
+PathLike = Union[str, os.PathLike]
+
+#: the shipped cards' test set: what ``-n 500`` gave before the generator had its compressed category
+TEST_COMMAND = ("mlip data emt emt-test.xyz --seed 1 --count crystal=58 --count ordered_alloy=58 "
+                "--count random_alloy=92 --count vacancy=50 --count surface=92 --count md=100 "
+                "--count cluster=50")
+#: the Platonic options that change how the weights are evaluated, not the weights, and their choices
+SHIPPED_AS = {"orientation": None, "average_over": ("none", "octahedral", "icosahedral")}
+
+
+@dataclass
+class CardSettings:
+    """What a card says about its model beyond what it measures.
+
+    Attributes:
+        name: the model's name (the files ``NAME.safetensors``, ``NAME.json``, ``NAME.md``).
+        test: the labelled test file; errors overall and per ``config_type``.
+        train_commands: the training command of each stage, in order (one per run folder).
+        earlier_stages: the run folders of the stages before the last (``init_from`` chain), in order.
+        summary: the card's first paragraph.
+        test_command: the command that made ``test``.
+        train_data_command: the command that made the training data.
+        train_threads: the machine the model trained on, in words.
+        reference: what the model imitates; a model of another reference than EMT states ``domain``.
+        domain: the domain-of-validity paragraph (default: EMT's).
+        targets: test MAE target per quantity (``energy``, ``forces``, ``stress``; None for none).
+        test_description: how the test set was drawn.
+        card_sample: a labelled file of the repository (path relative to it) as the card sample, instead
+            of the EMT generator's ``sample_n`` structures of seed ``sample_seed``.
+        sample_n: the EMT card sample's size.
+        sample_seed: the EMT card sample's seed.
+        speed_cells: the cells of the MD-step speed (:func:`.measure.speed_structures`).
+        orientation: Platonic only: ship the weights with this group orientation (e.g. ``generic``).
+        average_over: Platonic only: ship the weights with this coset average (``none`` for none).
+        student_vs_teacher: ``student_vs_teacher.json`` of ``benchmarks/student_vs_teacher.py``.
+        student_vs_teacher_command: the command that wrote it.
+        dft_validation: ``dft_validation.json`` of ``benchmarks/dft_validation.py``, this model a method.
+        dft_validation_method: this model's method there (default: the one besides the reference).
+        dft_validation_command: the command that wrote it.
+        mace_baseline: ``mace_baseline.json`` of ``benchmarks/mace_baseline.py``, this model a row.
+        mace_row: this model's row there (default: ``name``).
+        mace_baseline_command: the command that wrote it.
+        discovery: ``metrics.json`` of this model's miniature Matbench Discovery
+            (``examples/discovery_emt.py``).
+        discovery_command: the command that wrote it.
+    """
+
+    name: str
+    test: PathLike
+    train_commands: Sequence[str]
+    earlier_stages: Sequence[PathLike] = ()
+    summary: str = ""
+    test_command: str = TEST_COMMAND
+    train_data_command: str = "mlip data emt emt-train.xyz --seed 0"
+    train_threads: str = "1 thread of a 2-core machine"
+    reference: str = "EMT"
+    domain: Optional[str] = None
+    targets: Dict[str, Optional[float]] = field(
+        default_factory=lambda: {"energy": 3.0, "forces": 20.0, "stress": 3.0})
+    test_description: str = EMT_TEST
+    card_sample: Optional[str] = None
+    sample_n: int = 40
+    sample_seed: int = 1
+    speed_cells: str = "cu-au"
+    orientation: Optional[str] = None
+    average_over: Optional[str] = None
+    student_vs_teacher: Optional[PathLike] = None
+    student_vs_teacher_command: Optional[str] = None
+    dft_validation: Optional[PathLike] = None
+    dft_validation_method: Optional[str] = None
+    dft_validation_command: str = "benchmarks/dft_validation.py"
+    mace_baseline: Optional[PathLike] = None
+    mace_row: Optional[str] = None
+    mace_baseline_command: str = "benchmarks/mace_baseline.py"
+    discovery: Optional[PathLike] = None
+    discovery_command: Optional[str] = None
+
+
+def _check(run_dir: Path, settings: CardSettings) -> List[Path]:
+    """The run folders of every stage, in order, once the settings are known to be complete
+    (``ValueError`` otherwise, before anything is measured)."""
+    stage_dirs = [Path(d) for d in settings.earlier_stages] + [run_dir]
+    for stage_dir in stage_dirs:
+        for name in ("best.safetensors", "metrics.json"):
+            if not (stage_dir / name).is_file():
+                raise ValueError(f"{stage_dir}: no {name} (a run folder of mlip train)")
+    if len(settings.train_commands) != len(stage_dirs):
+        raise ValueError(f"{len(stage_dirs)} stage(s) but {len(settings.train_commands)} training command(s)")
+    if settings.reference != "EMT" and not settings.domain:
+        raise ValueError(f"a model of another reference than EMT ({settings.reference}) states its domain")
+    if not Path(settings.test).is_file():
+        raise ValueError(f"test file {str(settings.test)!r} does not exist")
+    for key, choices in SHIPPED_AS.items():
+        value = getattr(settings, key)
+        if value is not None and choices is not None and value not in choices:
+            raise ValueError(f"{key} {value!r}: one of {', '.join(choices)}")
+    return stage_dirs
+
+
+def _quotes(settings: CardSettings) -> dict:
+    """The card's entries quoted from benchmark reports (read before anything is measured)."""
+    quoted = {}
+    if settings.student_vs_teacher:
+        quoted["teacher"], quoted["student_discovery"] = quote_student_vs_teacher(
+            Path(settings.student_vs_teacher),
+            settings.student_vs_teacher_command or "benchmarks/student_vs_teacher.py", settings.reference)
+    if settings.dft_validation:
+        quoted["dft_validation"] = quote_dft_validation(
+            Path(settings.dft_validation), settings.dft_validation_method, settings.dft_validation_command)
+    if settings.mace_baseline:
+        quoted["mace"] = quote_mace_baseline(Path(settings.mace_baseline), settings.mace_row or settings.name,
+                                             settings.mace_baseline_command)
+    if settings.discovery:
+        d = json.loads(Path(settings.discovery).read_text())
+        quoted["mini_discovery"] = {
+            "command": settings.discovery_command
+            or f"python examples/discovery_emt.py -n {d['n_materials']} --model {settings.name}",
+            "n_materials": d["n_materials"], "metrics": d["full_test_set"], "rmsd_A": d["rmsd"]}
+    return quoted
+
+
+def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings,
+                    root: PathLike = ".") -> dict:
+    """Ship the best weights of ``run_dir`` (the ``out_dir`` of ``mlip train``) as
+    ``out_dir/NAME.safetensors``, measure them and write the card: ``NAME.json`` (every number) and
+    ``NAME.md``. ``root``: the repository, against which ``settings.card_sample`` is read.
+
+    Measured: test errors (float64) overall and per ``config_type``; the card sample (the test suite
+    checks that the shipped model still reproduces it); rotation behaviour; the network's share beside an
+    embedded-atom term; MD-step speed (float32, CPU); training throughput and every stage. Returns the
+    card's dictionary (what ``NAME.json`` holds)."""
+    from mlip.checkpoint import load_potential, read_header, save_with_hyperparameters
+    from mlip.data import read_dataset
+    from mlip.data.emt import resolve_counts
+    from mlip.io import write_json, write_text
+    from mlip.training.evaluation import evaluate_groups
+
+    run = Path(run_dir)
+    stage_dirs = _check(run, settings)
+    quoted = _quotes(settings)
+    trained = load_potential(run / "best.safetensors")
+    for key in SHIPPED_AS:
+        if getattr(settings, key) is not None and not hasattr(trained.model, key):
+            raise ValueError(f"{key}: the {trained.architecture} model has no {key}")
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    weights = out / f"{settings.name}.safetensors"
+    shutil.copyfile(run / "best.safetensors", weights)
+    potential = load_potential(weights)
+    # Platonic options that change how the weights are evaluated, not the weights: shipped as asked
+    shipped_as = {}
+    for key in SHIPPED_AS:
+        value = getattr(settings, key)
+        if value is None:
+            continue
+        value = None if value == "none" else value
+        # (a checkpoint older than the option has it too: load_potential fills in the legacy value)
+        shipped_as[key] = {"shipped": value, "trained": potential.hyperparameters.get(key)}
+        potential = save_with_hyperparameters(weights, weights, **{key: value})
+    header = read_header(weights)
+    meta = header["metadata"]
+    history = json.loads((run / "metrics.json").read_text())
+
+    test = list(read_dataset(settings.test))
+    test_metrics, groups = evaluate_groups(potential, test, lambda s: s.atoms.info.get("config_type", "?"),
+                                           batch_size=16, dtype="float64")
+    by_kind = (KEYS["energy"], KEYS["forces"], KEYS["energy"].replace("mae", "rmse"),
+               KEYS["forces"].replace("mae", "rmse"))
+    kinds = {kind: {"n": n, **{k: m[k] for k in by_kind}} for kind, (n, m) in groups.items()}
+    if settings.card_sample:
+        sample_entry = {"file": Path(settings.card_sample).as_posix()}
+    else:
+        sample_entry = {"n": settings.sample_n, "counts": resolve_counts(settings.sample_n),
+                        "seed": settings.sample_seed}
+    sample_samples = card_sample_of({"card_sample": sample_entry}, Path(root))
+    sample_entry.update(n=len(sample_samples), metrics=errors(potential, sample_samples))
+
+    rotations = rotation_spread(potential, test[:: max(1, len(test) // 25)][:25])
+    share = embedded_atom_share(weights, test)
+    speed = {label: md_step_speed(potential, atoms)
+             for label, atoms in speed_structures(settings.speed_cells).items()}
+    cfg = meta["training"]["config"]
+    best_epoch = int(meta.get("epoch", len(history)))
+    stages = training_stages(stage_dirs)
+    total_epochs = sum(st["epochs"] for st in stages)
+    total_minutes = sum(st["minutes"] for st in stages)
+    n_train = meta["training"]["n_train"]
+    data = {
+        "name": settings.name,
+        "summary": settings.summary,
+        "architecture": header.get("architecture", cfg["model"]["name"]),
+        "n_parameters": sum(p.numel() for p in potential.parameters()),
+        "cutoff": potential.cutoff,
+        "training_config": cfg,
+        "train_command": "\n".join(settings.train_commands),
+        "train_data_command": settings.train_data_command,
+        "test_command": settings.test_command,
+        "test": {"n_structures": len(test), "metrics": test_metrics, "by_config_type": kinds},
+        "rotation": rotations,
+        "embedded_atom_share": share,
+        "card_sample": sample_entry,
+        "speed": {"md_atom_steps_per_s": speed, "threads": torch.get_num_threads(),
+                  "cpu": platform.processor() or platform.machine()},
+        "training": {"n_train": n_train, "n_valid": meta["training"]["n_valid"],
+                     "epochs": total_epochs, "minutes": total_minutes, "best_epoch": best_epoch,
+                     "structures_per_s": training_throughput(n_train, total_epochs, total_minutes),
+                     "threads": settings.train_threads, "stages": stages},
+    }
+    if settings.reference != "EMT":
+        data["reference"] = settings.reference
+        data["domain"] = settings.domain
+        data["test_description"] = settings.test_description
+    data["targets"] = {key: settings.targets.get(key) for key in ("energy", "forces", "stress")}
+    if "teacher" in quoted:
+        data["teacher"] = quoted["teacher"]
+        if quoted["student_discovery"]:
+            data["mini_discovery"] = quoted["student_discovery"]
+    for key in ("dft_validation", "mace"):
+        if key in quoted:
+            data[key] = quoted[key]
+    data.update(shipped_as)
+    if "mini_discovery" in quoted:
+        data["mini_discovery"] = quoted["mini_discovery"]
+    write_json(out / f"{settings.name}.json", data)
+    write_text(out / f"{settings.name}.md", format_model_card(data))
+    return data

@@ -1,0 +1,265 @@
+"""mlip.workflows.model_card and ``mlip card``: what a model card measures, quotes and renders.
+
+The card of a transformer with an embedded-atom term states how much its network adds to the term
+(mean absolute change of the energies and forces when the network's final readout is zeroed). The
+measurement must be exactly zero for a network whose readout is zero, positive otherwise, and absent
+for a model that is nothing but the term. The shipped cards are this package's output: rendering a card's
+JSON gives its Markdown, and ``mlip card`` writes both from a training run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import mlip.models
+from mlip.checkpoint import save_potential
+from mlip.data.emt import generate_emt_dataset
+from mlip.pretrained import EMT_ELEMENTS
+from mlip.workflows.model_card import format_model_card
+from mlip.workflows.model_card import markdown, measure, quotes
+
+from mlip.testing import build_potential
+
+#: the shipped cards whose Markdown is exactly the rendering of their JSON (the EMT cards' have a section
+#: added by hand since: their short-range term)
+RENDERED = ["equiformer_v3-chgnet", "equiformer_v3-sige", "platonic-sige"]
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return generate_emt_dataset(4, seed=3, progress=False)
+
+
+@pytest.mark.parametrize("arch", ["equiformer-v3-gate-sepnorm", "platonic-density-reach"])
+def test_network_share_is_zero_exactly_when_its_readout_is(samples, tmp_path, arch):
+    potential = build_potential(arch, species=EMT_ELEMENTS)
+    share = measure.embedded_atom_share(save_potential(potential, tmp_path / "random.safetensors"), samples)
+    assert share["n_structures"] == len(samples)
+    assert share["network_energy_meV_per_atom_mean_abs"] > 1e-3
+    assert share["network_forces_meV_per_A_mean_abs"] > 1e-3
+    with torch.no_grad():
+        for param in potential.model.final_readout().parameters():
+            param.zero_()
+    path = save_potential(potential, tmp_path / "term-only.safetensors")
+    share = measure.embedded_atom_share(path, samples)
+    assert share["network_energy_meV_per_atom_mean_abs"] == 0.0
+    assert share["network_forces_meV_per_A_mean_abs"] == 0.0
+    whole = measure.errors(potential, samples)
+    for key, value in share["term_alone"].items():
+        assert value == pytest.approx(whole[key], rel=1e-12, abs=1e-12), key
+
+
+def test_no_share_for_a_model_without_a_network_or_a_term(samples, tmp_path):
+    for arch in ("embedded-atom", "platonic-softmax"):
+        path = save_potential(build_potential(arch, species=EMT_ELEMENTS), tmp_path / f"{arch}.safetensors")
+        assert measure.embedded_atom_share(path, samples) is None
+
+
+def test_a_students_card_quotes_its_student_vs_teacher_report(tmp_path):
+    """A distilled student's card takes κ, cost, the errors against DFT and the miniature discovery from
+    ``student_vs_teacher.json`` as that script writes them, and shows each in its section."""
+    errors = {"energy_mae_meV_per_atom": 404.25, "forces_mae_meV_per_A": 638.5, "stress_mae_meV_per_A3": 56.6}
+    report = {"stages": {
+        "kappa": {"mean_srme": 1.69, "compounds": {
+            "NaCl": {"kappa_model": 2.02, "kappa_reference": 1.17, "srme": 1.07},
+            "Si": {"kappa_model": None, "kappa_reference": 3.6, "srme": 2.0}}},
+        "cost": {"threads": 2,
+                 "cells": {"Si-64": {"student_s": 0.05, "teacher_s": 0.2, "teacher_over_student": 4.0}}},
+        "dft": {"files": {"sige.xyz": {"n": 80, "student": {"overall": errors},
+                                       "teacher": {"overall": dict(errors, forces_mae_meV_per_A=374.0)}}}},
+        "discovery": {"n_materials": 40, "RMSD": 0.05, "benchmark": {"systems": ["Na-Cl", "Si-Ge"]},
+                      "metrics": {"F1": 0.154, "MAE": 0.333}},
+    }}
+    path = tmp_path / "student_vs_teacher.json"
+    path.write_text(json.dumps(report))
+    teacher, discovery = quotes.quote_student_vs_teacher(path, "python svt.py", "CHGNet 0.3.0")
+    assert discovery["metrics"]["F1"] == 0.154 and discovery["n_materials"] == 40
+    assert discovery["rmsd_A"] == 0.05
+    assert teacher["dft"]["errors"]["CHGNet 0.3.0"]["forces_mae_meV_per_A"] == 374.0
+    text = "\n".join(markdown.teacher_section(teacher))
+    assert "| NaCl | 2.02 | 1.17 | 1.07 |" in text and "| Si | — | 3.6 | 2.00 |" in text
+    assert "Mean κ_SRME 1.69." in text
+    assert "| Si-64 | 50.0 | 200.0 | 4.0 |" in text
+    assert "| student | 404.2 | 638.5 | 56.6 |" in text and "| CHGNet 0.3.0 | 404.2 | 374.0 | 56.6 |" in text
+    assert markdown.teacher_section(None) == []
+
+
+def test_a_card_sample_file_is_read_from_the_repository(samples, tmp_path):
+    from ase.io import write
+
+    from mlip.training.samples import atoms_of
+
+    write(tmp_path / "sample.xyz", [atoms_of(s) for s in samples])
+    read_back = measure.card_sample_of({"card_sample": {"file": "sample.xyz"}}, tmp_path)
+    assert len(read_back) == len(samples)
+    potential = build_potential("embedded-atom", species=EMT_ELEMENTS)
+    ours, theirs = measure.errors(potential, read_back), measure.errors(potential, samples)
+    for key in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3"):
+        assert ours[key] == pytest.approx(theirs[key], rel=1e-9), key  # the labels came back
+
+
+def _dft_report(tmp_path):
+    si = {"a_A": 5.5, "B_GPa": 80.0}
+    literature = {"kappa_300K_W_per_mK": {"Si": [130.0, 150.0], "source": "ref X"}}
+    report = {"reference": "gpaw", "literature": literature,
+              "methods": {"gpaw": {"properties": {"lattice": {"Si": {"a_A": 5.477, "B_GPa": 88.9}},
+                                                  "elastic": {"Si": {"C11_GPa": 150.0}}}},
+                          "mine": {"properties": {"lattice": {"Si": si},
+                                                  "elastic": {"Si": {"C11_GPa": 140.0}},
+                                                  "vacancy": {"Si": {"formation_energy_relaxed_eV": 3.4}},
+                                                  "kappa": {"Si": {"kappa_300K_W_per_mK": 120.0}}}},
+                          "other": {"properties": {}}},
+              "differences": {"mine": {"phonon_frequency_mae_THz": {"Ge": 0.5, "Si": 0.2}}}}
+    path = tmp_path / "dft_validation.json"
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_a_card_quotes_the_dft_validation_with_its_targets(tmp_path):
+    """--dft-validation: each property the model has, beside the reference's, with the issue's targets
+    (lattice constant within 0.5 %, bulk modulus within 5 %, Si phonons ≤ 0.3 THz) judged; a property
+    the reference lacks has no difference; the method must be named when the report has several."""
+    path = _dft_report(tmp_path)
+    with pytest.raises(ValueError, match="--dft-validation-method"):
+        quotes.quote_dft_validation(path, None, "cmd")
+    with pytest.raises(ValueError, match="no method 'absent'"):
+        quotes.quote_dft_validation(path, "absent", "cmd")
+    entry = quotes.quote_dft_validation(path, "mine", "python dv.py")
+    assert [r["key"] for r in entry["properties"]] == [
+        "lattice.Si.a_A", "lattice.Si.B_GPa", "elastic.Si.C11_GPa", "vacancy.Si.formation_energy_relaxed_eV",
+        "kappa.Si.kappa_300K_W_per_mK"]
+    text = "\n".join(markdown.dft_section(entry))
+    assert "| Si lattice constant (Å) | 5.5 | 5.477 | +0.4 % | within 0.5 % | yes |" in text
+    assert "| Si bulk modulus (GPa) | 80 | 88.9 | -10.0 % | within 5 % | no |" in text
+    assert "| Si C11 (GPa) | 140 | 150 | -6.7 % | — | — |" in text
+    assert "| Si vacancy formation energy (relaxed) (eV) | 3.4 | — | — | — | — |" in text
+    assert "| Si κ(300 K) (W/(m·K)) | 120 | 130–150 (published PBE) | — | — | — |" in text and "ref X" in text
+    assert "| Si phonon frequency MAE over the band path (THz) | 0.2 | — | — | ≤ 0.3 THz | yes |" in text
+    assert text.index("Si phonon") < text.index("Ge phonon") and "`python dv.py`" in text
+    assert markdown.dft_section(None) == []
+
+
+def test_a_card_quotes_the_mace_baseline_row_of_its_model(tmp_path):
+    """--mace-baseline: this model's row and MACE's, errors and ms per MD step of every timed cell."""
+    def row(name, e, ms):
+        return {"model": name, "n_parameters": 1000, "test": {"energy_mae_meV_per_atom": e,
+                                                             "forces_mae_meV_per_A": 2 * e,
+                                                             "stress_mae_meV_per_A3": e / 2},
+                "md": {"216": {"ms_per_step": ms}, "512": {"ms_per_step": 3 * ms}}, "threads": 1}
+
+    mace = row("MACE", 10.0, 100.0)
+    mace["training"] = {"epochs_equivalent": 12.5}
+    path = tmp_path / "mace_baseline.json"
+    rows = [mace, row("run/best.safetensors", 5.0, 50.0)]
+    path.write_text(json.dumps({"minutes": 60, "n_test": 100, "models": rows}))
+    with pytest.raises(ValueError, match="no row 'x'"):
+        quotes.quote_mace_baseline(path, "x", "cmd")
+    entry = quotes.quote_mace_baseline(path, "run/best.safetensors", "cmd")
+    text = "\n".join(markdown.mace_section(entry))
+    assert "for 60 min (12.5 epochs)" in text and "ms/step, 216 atoms | ms/step, 512 atoms |" in text
+    assert "| this model | 1,000 | 5.00 | 10.0 | 2.50 | 50.0 | 150.0 |" in text
+    assert "| MACE | 1,000 | 10.0 | 20.0 | 5.00 | 100.0 | 300.0 |" in text
+
+
+def test_the_si_ge_speed_cells_are_the_mace_baselines():
+    cells = measure.speed_structures("si-ge")
+    assert list(cells) == ["diamond Si, 216 atoms", "Si-Ge solid solution, 512 atoms"]
+    assert set(cells["Si-Ge solid solution, 512 atoms"].get_chemical_symbols()) == {"Si", "Ge"}
+
+
+@pytest.mark.parametrize("name", RENDERED)
+def test_a_shipped_card_is_the_rendering_of_its_numbers(name):
+    cards = Path(mlip.models.__file__).parent / "pretrained"
+    data = json.loads((cards / f"{name}.json").read_text(encoding="utf-8"))
+    assert format_model_card(data) == (cards / f"{name}.md").read_text(encoding="utf-8")
+
+
+def _run_folder(path: Path, minutes: float) -> Path:
+    """A training run's folder as ``mlip train`` leaves it: the shipped embedded-atom model's weights
+    (whose header holds its training config and validation errors) and a two-epoch history."""
+    path.mkdir()
+    shutil.copyfile(Path(mlip.models.__file__).parent / "pretrained" / "embedded-atom-emt.safetensors",
+                    path / "best.safetensors")
+    (path / "metrics.json").write_text(json.dumps([{"minutes": minutes / 2}, {"minutes": minutes}]))
+    return path
+
+
+def _card(capsys, *argv):
+    from mlip.cli import main
+
+    code = main(["card", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.slow
+def test_mlip_card_writes_the_card_of_a_training_run(tmp_path, capsys, monkeypatch):
+    """``mlip card`` ships the run's weights, measures them and writes NAME.json and NAME.md, the Markdown
+    being the rendering of the JSON; it refuses to replace them without --overwrite."""
+    from ase.io import write
+
+    from mlip.training.samples import atoms_of
+
+    monkeypatch.chdir(tmp_path)
+    first, last = _run_folder(tmp_path / "stage1", 1.0), _run_folder(tmp_path / "stage2", 3.0)
+    write(tmp_path / "test.xyz", [atoms_of(s) for s in generate_emt_dataset(3, seed=5, progress=False)])
+    argv = [last, "--name", "eam", "--test", "test.xyz", "--earlier-stages", first, "--train-command",
+            "one", "--train-command", "two", "--sample-n", 3, "--targets", "3", "-", "1", "--out", "cards"]
+    code, out, err = _card(capsys, *argv)
+    assert code == 0, err
+    data = json.loads((tmp_path / "cards" / "eam.json").read_text())
+    assert json.loads(out) == {"name": "eam", "n_parameters": data["n_parameters"],
+                               "test": data["test"]["metrics"]}
+    assert (tmp_path / "cards" / "eam.md").read_text(encoding="utf-8") == format_model_card(data)
+    assert (tmp_path / "cards" / "eam.safetensors").read_bytes() == (last / "best.safetensors").read_bytes()
+    assert data["test"]["n_structures"] == 3 and data["card_sample"]["n"] == 3
+    assert data["targets"] == {"energy": 3.0, "forces": None, "stress": 1.0}
+    assert data["train_command"] == "one\ntwo" and data["training"]["minutes"] == 4.0
+    assert [st["run_dir"] for st in data["training"]["stages"]] == ["stage1", "stage2"]
+    assert set(data["speed"]["md_atom_steps_per_s"]) == set(measure.speed_structures("cu-au"))
+    before = (tmp_path / "cards" / "eam.json").read_bytes()
+    code, _, err = _card(capsys, *argv)
+    assert code == 2 and err.startswith("mlip: error:") and "--overwrite" in err and "eam" in err
+    assert (tmp_path / "cards" / "eam.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--train-command", "two"], "1 stage(s) but 2 training command(s)"),
+    (["--reference", "GPAW PBE"], "states its domain"),
+    (["--targets", "3", "x", "3"], "--targets: 'x' is neither a number nor '-'"),
+    (["--orientation", "generic"], "orientation: the embedded_atom model has no orientation"),
+])
+def test_mlip_card_refuses_an_incomplete_card_before_measuring(tmp_path, capsys, extra, message):
+    """Settings that cannot make a card are refused in one line (status 2) before anything is measured
+    or written."""
+    from ase.io import write
+
+    from mlip.training.samples import atoms_of
+
+    run = _run_folder(tmp_path / "run", 1.0)
+    write(tmp_path / "test.xyz", [atoms_of(s) for s in generate_emt_dataset(1, seed=5, progress=False)])
+    code, _, err = _card(capsys, run, "--name", "eam", "--test", tmp_path / "test.xyz", "--train-command",
+                         "one", "--out", tmp_path / "cards", *extra)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("mlip: error: ") and message in lines[0], err
+    assert not (tmp_path / "cards").exists() or not any((tmp_path / "cards").iterdir())
+
+
+def test_mlip_card_needs_a_run_folder_and_a_test_file(tmp_path, capsys):
+    code, _, err = _card(capsys, tmp_path / "absent", "--name", "x", "--test", "t.xyz",
+                         "--train-command", "c")
+    assert code == 2 and "run folder" in err and "absent" in err
+    run = tmp_path / "run"
+    run.mkdir()
+    code, _, err = _card(capsys, run, "--name", "x", "--test", "t.xyz", "--train-command", "c",
+                         "--out", tmp_path / "cards")
+    assert code == 2 and "no best.safetensors" in err
+    run = _run_folder(tmp_path / "run2", 1.0)
+    code, _, err = _card(capsys, run, "--name", "x", "--test", tmp_path / "t.xyz", "--train-command", "c",
+                         "--out", tmp_path / "cards")
+    assert code == 2 and "test file" in err and "does not exist" in err
