@@ -219,7 +219,7 @@ def main(argv=None):
     import torch
 
     import mlip
-    from mlip.workflows.model_loading import potential_of
+    from mlip.calculators.model_loading import potential_of
     from mlip.training.evaluation import error_metrics, evaluate
 
     env = dict(os.environ)

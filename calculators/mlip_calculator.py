@@ -190,15 +190,3 @@ class MLIPCalculator(GraphCalculator):
         }
         if has_volume:
             self.results["stress"] = out["stress"].detach().to(torch.float64).cpu().numpy()[0]
-
-
-def load_calculator(
-    path_or_name: str = "default",
-    device: Union[str, torch.device] = "auto",
-    dtype: Union[str, torch.dtype] = "float32",
-    **kwargs,
-) -> MLIPCalculator:
-    """One-liner: an :class:`MLIPCalculator` for a checkpoint path or a shipped model's name."""
-    from mlip.pretrained import load_potential
-
-    return MLIPCalculator(load_potential(path_or_name), device=device, dtype=dtype, **kwargs)

@@ -14,8 +14,9 @@ from mlip.pretrained import load_potential
 
 
 def load_calculator(path_or_name: str = "default", device="auto", dtype="float32", **kwargs):
-    """ASE calculator for a checkpoint path or a shipped model's name (see :mod:`mlip.pretrained`)."""
-    from mlip.calculators import load_calculator as _load
+    """ASE calculator for a checkpoint path or a shipped model's name (see :mod:`mlip.pretrained`;
+    :func:`mlip.calculators.model_loading.resolve_calculator` takes every form of a model)."""
+    from mlip.calculators.model_loading import load_calculator as _load
 
     return _load(path_or_name, device=device, dtype=dtype, **kwargs)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import shlex
 import sys
-import warnings
 from contextlib import ExitStack
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -215,27 +214,22 @@ def _ordered(atoms, path: Path, index: int, format: Optional[str], majority_spec
 
 
 def load_model(spec: str, device: str, dtype: str, compile: bool = False):
-    """Resolve ``--model`` (``compile``: ``--compile``); print a prominent note for untrained models.
-    Returns (calculator, label)."""
-    from mlip.pretrained import UntrainedModelWarning
-    from mlip.workflows.model_loading import describe_model, is_untrained, potential_of, resolve_calculator
+    """``--model`` through :func:`mlip.calculators.model_loading.resolve_calculator`, its notes on stderr
+    (``compile``: ``--compile``, which a foreign calculator does not take). Returns (calculator, label)."""
+    from mlip.calculators.model_loading import describe_model, potential_of, resolve_calculator
 
-    with warnings.catch_warnings():
-        # Replaced by the NOTE line below, which says the same thing more visibly.
-        warnings.simplefilter("ignore", UntrainedModelWarning)
-        calc = resolve_calculator(spec, device=device, dtype=dtype, **({"compile": True} if compile else {}))
+    options = {"compile": True} if compile else {}
+    calc = resolve_calculator(spec, device=device, dtype=dtype, note=note, **options)
     label = describe_model(calc, spec)
     if compile and potential_of(calc) is None:
         note(f"NOTE: --compile applies to mlip models only; {label!r} runs as it is")
-    if is_untrained(calc):
-        note(f"NOTE: model {label!r} is UNTRAINED (random weights): results are not physical")
     return calc, label
 
 
 def check_species(atoms, calc, path: str) -> None:
     """Reject elements the model does not cover before any work is done."""
     from mlip.graph import validate_atoms
-    from mlip.workflows.model_loading import potential_of
+    from mlip.calculators.model_loading import potential_of
 
     potential = potential_of(calc)
     if potential is None:
@@ -252,7 +246,7 @@ def check_species(atoms, calc, path: str) -> None:
 
 def calc_label(calc) -> str:
     """``MLIPCalculator, float64, cpu`` for mlip calculators, the class name for any other."""
-    from mlip.workflows.model_loading import potential_of
+    from mlip.calculators.model_loading import potential_of
 
     if potential_of(calc) is not None:
         dtype = str(calc.dtype).replace("torch.", "")

@@ -43,7 +43,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise CLIError(f"{args.output!r} exists; choose another --output or pass --overwrite to replace it")
     calculator = None
     if args.md_model is not None:
-        from mlip.workflows.model_loading import resolve_calculator
+        from mlip.calculators.model_loading import resolve_calculator
 
         calculator = resolve_calculator(args.md_model, dtype="float64")
     t0 = time.perf_counter()

@@ -26,7 +26,7 @@ def run_relax(args) -> int:
     from mlip.graph import validate_atoms
     from mlip.workflows.discovery.inputs import read_structures
     from mlip.workflows.discovery.relax_campaign import run_discovery_relax
-    from mlip.workflows.model_loading import potential_of
+    from mlip.calculators.model_loading import potential_of
 
     if args.batch_size > 1:  # before the model is loaded: say at once what batching needs
         from mlip.integrations import require_torch_sim

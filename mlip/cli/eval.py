@@ -39,7 +39,7 @@ def run(args) -> int:
     from mlip.data.readers import FORMATS, detect_format
     from mlip.training.evaluation import error_metrics, parity_plot, predictions
     from mlip.io import write_json
-    from mlip.workflows.model_loading import potential_of
+    from mlip.calculators.model_loading import potential_of
 
     out_dir = lock_output_folder(args.out_dir)
     earlier = _earlier_results(out_dir, args.overwrite)

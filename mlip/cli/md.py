@@ -162,7 +162,7 @@ def _print_settings(args, atoms, calc, label: str) -> None:
 
 def _write_summary(args, calc, label: str, result, path: Path) -> None:
     """md_summary.json: the model, the structure, the settings and the :class:`MDResult`."""
-    from mlip.workflows.model_loading import is_untrained
+    from mlip.calculators.model_loading import is_untrained
 
     summary = {
         "model": label,

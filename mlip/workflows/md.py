@@ -204,7 +204,7 @@ def run_md(
     Exceptions raised by the calculator propagate at once: the integrator never continues after a
     failed force call. A run that explodes raises :class:`MDExplodedError` (module notes).
     """
-    from mlip.workflows.model_loading import resolve_calculator
+    from mlip.calculators.model_loading import resolve_calculator
 
     ensemble = _check_md_arguments(atoms, ensemble, temperature, timestep, steps, log_interval, friction,
                                    barostat, pressure)

@@ -103,7 +103,7 @@ def relax(
     the optimisation never continues after a failed force call. Non-finite forces raise
     ``RuntimeError``.
     """
-    from mlip.workflows.model_loading import resolve_calculator
+    from mlip.calculators.model_loading import resolve_calculator
 
     if fmax <= 0:
         raise ValueError(f"fmax must be positive, got {fmax}")

@@ -1,7 +1,7 @@
-"""Turn whatever a user calls "the model" into an ASE calculator.
+"""One road from whatever a user calls "the model" to an ASE calculator.
 
-Every workflow (relaxation, MD, phonons, Matbench Discovery) accepts the same forms, resolved by
-:func:`resolve_calculator`:
+The command line (``--model``), every workflow (relaxation, MD, phonons, κ, Matbench Discovery) and
+:func:`mlip.load_calculator` resolve a model here, by :func:`resolve_calculator`, which accepts:
 
 * the name of a shipped model (``"default"``, ``"platonic-untrained"``, ... see
   :func:`mlip.pretrained.available`);
@@ -11,6 +11,10 @@ Every workflow (relaxation, MD, phonons, Matbench Discovery) accepts the same fo
   arguments);
 * an import path ``"package.module:ClassName"`` of an ASE calculator class, instantiated with no
   arguments, e.g. ``"ase.calculators.emt:EMT"`` (handy to compare against a reference potential).
+
+Names and checkpoint files are read by :mod:`mlip.pretrained` and :mod:`mlip.checkpoint`; the
+helpers below tell what a resolved calculator serves (its potential, cutoff, label, whether it is
+untrained).
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import warnings
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
+import torch
 from ase.calculators.calculator import BaseCalculator
 
 from mlip import pretrained
+from mlip.calculators.mlip_calculator import MLIPCalculator
 from mlip.potential import Potential
 
 ModelSpec = Union[str, os.PathLike, Potential, BaseCalculator, type]
@@ -73,6 +80,8 @@ def resolve_calculator(
     model: ModelSpec = "default",
     device: str = "auto",
     dtype: str = "float32",
+    *,
+    note: Optional[Callable[[str], None]] = None,
     **calculator_kwargs,
 ) -> BaseCalculator:
     """An ASE calculator for ``model`` (see the module docstring for the accepted forms).
@@ -82,6 +91,9 @@ def resolve_calculator(
             (instance or class) or ``"package.module:ClassName"``.
         device: for mlip potentials: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
         dtype: for mlip potentials: ``"float32"`` (MD) or ``"float64"`` (relaxations, phonons).
+        note: where a person reads about the model (the command line passes its stderr printer):
+            given, an untrained model is announced there by one ``NOTE:`` line instead of an
+            :class:`mlip.pretrained.UntrainedModelWarning`.
         **calculator_kwargs: passed on to :class:`mlip.MLIPCalculator` (e.g. ``neighbor_backend``).
 
     ``device``, ``dtype`` and ``calculator_kwargs`` only apply to mlip potentials; foreign ASE
@@ -94,12 +106,23 @@ def resolve_calculator(
             also for a corrupted checkpoint (:class:`mlip.CheckpointError`).
         TypeError: ``model`` has an unsupported type.
 
-    Loading an untrained shipped model emits :class:`mlip.pretrained.UntrainedModelWarning`;
-    :func:`is_untrained` tells whether a calculator serves such a model.
+    Loading an untrained shipped model emits :class:`mlip.pretrained.UntrainedModelWarning` (unless
+    ``note``); :func:`is_untrained` tells whether a calculator serves such a model.
     """
-    from mlip.calculators import MLIPCalculator
-    from mlip.pretrained import load_potential
+    if note is None:
+        return _resolve(model, device, dtype, calculator_kwargs)
+    with warnings.catch_warnings():
+        # Replaced by the NOTE line below, which says the same thing more visibly.
+        warnings.simplefilter("ignore", pretrained.UntrainedModelWarning)
+        calc = _resolve(model, device, dtype, calculator_kwargs)
+    if is_untrained(calc):
+        label = describe_model(calc, model)
+        note(f"NOTE: model {label!r} is UNTRAINED (random weights): results are not physical")
+    return calc
 
+
+def _resolve(model: ModelSpec, device: str, dtype: str, calculator_kwargs: dict) -> BaseCalculator:
+    """:func:`resolve_calculator` without its notes."""
     if isinstance(model, BaseCalculator):
         return model
     if isinstance(model, Potential):
@@ -121,14 +144,26 @@ def resolve_calculator(
             raise ValueError(
                 f"model {spec!r} is a directory, not a checkpoint file; expected {accepted_forms()}"
             )
-        return MLIPCalculator(load_potential(spec), device=device, dtype=dtype, **calculator_kwargs)
+        return load_calculator(spec, device=device, dtype=dtype, **calculator_kwargs)
     if pretrained.is_known(spec):
-        return MLIPCalculator(load_potential(spec), device=device, dtype=dtype, **calculator_kwargs)
+        return load_calculator(spec, device=device, dtype=dtype, **calculator_kwargs)
     if _IMPORT_PATH.match(spec):
         return _calculator_from_import_path(spec)
     if os.sep in spec or "/" in spec or spec.lower().endswith(_CHECKPOINT_SUFFIXES):
         raise FileNotFoundError(f"model checkpoint {spec!r} does not exist; expected {accepted_forms()}")
     raise ValueError(f"unknown model {spec!r}; expected {accepted_forms()}")
+
+
+def load_calculator(
+    path_or_name: Union[str, os.PathLike] = "default",
+    device: Union[str, torch.device] = "auto",
+    dtype: Union[str, torch.dtype] = "float32",
+    **kwargs,
+) -> MLIPCalculator:
+    """One-liner (:func:`mlip.load_calculator`): an :class:`MLIPCalculator` for a checkpoint path or a
+    shipped model's name, read by :func:`mlip.pretrained.load_potential` (whose errors it raises);
+    :func:`resolve_calculator` takes every form of a model."""
+    return MLIPCalculator(pretrained.load_potential(path_or_name), device=device, dtype=dtype, **kwargs)
 
 
 def potential_of(calculator) -> Optional[Potential]:
@@ -172,6 +207,7 @@ __all__ = [
     "calculator_cutoff",
     "describe_model",
     "is_untrained",
+    "load_calculator",
     "potential_of",
     "resolve_calculator",
 ]
