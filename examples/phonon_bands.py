@@ -16,7 +16,7 @@ from ase.build import bulk
 
 from mlip.workflows import describe_model, is_untrained, resolve_calculator
 from mlip.workflows.phonons import PhononSettings, run_phonons
-from mlip.workflows.phonons.harmonic import KB_EV
+from mlip.workflows.phonons.phonon_result import KB_EV
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("out_dir", nargs="?", default="phonon-bands-out", help="folder for the plots and JSON")

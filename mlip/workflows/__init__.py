@@ -19,7 +19,8 @@ from mlip.calculators.model_loading import (
 )
 from mlip.workflows.phonons.kappa import KappaResult, load_kappa, run_kappa
 from mlip.workflows.md import ENSEMBLES, MDResult, energy_drift, run_md, save_energy_plot
-from mlip.workflows.phonons.harmonic import PhononResult, default_supercell, run_phonons
+from mlip.workflows.phonons.harmonic import default_supercell, run_phonons
+from mlip.workflows.phonons.phonon_result import PhononResult
 from mlip.workflows.relax import RelaxResult, relax, spacegroup
 
 __all__ = [

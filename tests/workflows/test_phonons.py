@@ -19,7 +19,8 @@ pytest.importorskip("phonopy")
 pytest.importorskip("spglib")
 
 from mlip.workflows.phonons import PhononSettings, run_phonons  # noqa: E402
-from mlip.workflows.phonons.harmonic import KB_EV, PLOT_NAMES, PhononResult, default_supercell  # noqa: E402
+from mlip.workflows.phonons.harmonic import default_supercell  # noqa: E402
+from mlip.workflows.phonons.phonon_result import KB_EV, PLOT_NAMES, PhononResult  # noqa: E402
 
 EMT_PATH = "ase.calculators.emt:EMT"
 EV_PER_THZ = 4.135667696e-3  # h in eV/THz (CODATA 2018; phonopy's older constants differ by ~1e-7)

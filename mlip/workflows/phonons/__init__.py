@@ -5,7 +5,7 @@ The two workflows and what they share, one module per concept:
 * :mod:`.settings` holds what a user sets: :class:`PhononSettings` and :class:`KappaSettings`
   (frozen, with the defaults, every value checked when made), which the two workflows take;
 * :mod:`.harmonic` is :func:`run_phonons`: harmonic phonons (band structure, DOS, thermal
-  properties, imaginary modes) and their plots;
+  properties, imaginary modes); :mod:`.phonon_result` their outcome, ``phonons.json`` and the plots;
 * :mod:`.kappa` is :func:`run_kappa`: κ by the Matbench Discovery protocol; :mod:`.kappa_result`
   its outcome and ``kappa.json``; :mod:`.kappa_metrics` κ_SRME, κ_SRE and κ_SRD;
   :mod:`.kappa_batch` κ of a whole file of crystals (sharded, resumable, merged, scored);
