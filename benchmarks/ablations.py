@@ -92,7 +92,7 @@ def seconds_per_step(cfg: dict, samples, n_steps: int = 20, n_warmup: int = 5) -
     from mlip.models import create_model
     from mlip.training import TrainConfig
     from mlip.training.samples import atoms_of, batch_targets
-    from mlip.training.trainer import loss_terms
+    from mlip.training.loss import loss_terms
 
     config = TrainConfig.from_dict(cfg)
     args = dict(config.model)

@@ -77,7 +77,7 @@ class Recipe:
 
         import mlip
         from mlip.training.samples import atoms_of, batch_targets
-        from mlip.training.trainer import loss_terms
+        from mlip.training.loss import loss_terms
 
         bs = self.batch_size
         chunk = [self.samples[i] for i in self.order[(self.next * bs) % len(self.samples):][:bs]]

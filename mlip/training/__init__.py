@@ -6,6 +6,7 @@
 
 from mlip.training.config import TrainConfig
 from mlip.training.reference_energies import fit_reference_energies
-from mlip.training.trainer import TrainResult, evaluate, train
+from mlip.training.evaluation import evaluate
+from mlip.training.trainer import TrainResult, train
 
 __all__ = ["TrainConfig", "TrainResult", "evaluate", "fit_reference_energies", "train"]

@@ -182,7 +182,7 @@ def _train(config: Dict[str, Any], parts: Dict[str, Path], training_dir: Path, e
            minutes: Optional[float], progress: bool, log: Callable[[str], None]):
     """Train (or resume) the student in ``training_dir``; returns the trainer's result."""
     from mlip.training import TrainConfig, train
-    from mlip.training.trainer import CONFIG_NAME, STATE_NAME
+    from mlip.training.run_dir import CONFIG_NAME, STATE_NAME
 
     valid = str(parts["valid"]) if _has_frames(parts["valid"]) else None
     data = {"train": str(parts["train"]), "valid": valid, "valid_fraction": 0.0}

@@ -59,7 +59,7 @@ def test_a_killed_variant_resumes_after_its_last_epoch(script, tmp_path, monkeyp
     import argparse
     import json
 
-    import mlip.training.trainer as trainer
+    import mlip.training.loop as loop
     from mlip.testing.datasets import emt_cells
 
     base = tmp_path / "platonic.yaml"
@@ -78,7 +78,7 @@ def test_a_killed_variant_resumes_after_its_last_epoch(script, tmp_path, monkeyp
         return budget.Calibration(7.0, 1.0, 15.0, int(minutes * 60 // 15))
 
     monkeypatch.setattr(budget, "calibrate", calibrate)
-    train_epoch, calls = trainer._train_epoch, []
+    train_epoch, calls = loop._train_epoch, []
 
     def killed_in_the_third_epoch(*a, **k):
         calls.append(1)
@@ -88,10 +88,10 @@ def test_a_killed_variant_resumes_after_its_last_epoch(script, tmp_path, monkeyp
 
     args = argparse.Namespace(out=str(tmp_path / "ablations"), minutes=1.0,
                               bases={**script.BASES, "platonic": base})
-    monkeypatch.setattr(trainer, "_train_epoch", killed_in_the_third_epoch)
+    monkeypatch.setattr(loop, "_train_epoch", killed_in_the_third_epoch)
     with pytest.raises(KeyboardInterrupt):
         script.run_variant("platonic-T-linear", args, train_samples, valid_samples, test_samples)
-    monkeypatch.setattr(trainer, "_train_epoch", train_epoch)
+    monkeypatch.setattr(loop, "_train_epoch", train_epoch)
     record = script.run_variant("platonic-T-linear", args, train_samples, valid_samples, test_samples)
     assert "platonic-T-linear: resuming the killed run" in capsys.readouterr().out and len(probes) == 1
     folder = tmp_path / "ablations" / "platonic-T-linear"

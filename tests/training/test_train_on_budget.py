@@ -119,9 +119,9 @@ def test_the_calibration_keeps_isolated_atom_references(tmp_path, capsys, monkey
 
 def test_a_killed_run_resumes_with_its_calibrated_epochs(tmp_path, capsys, monkeypatch):
     """--resume: no new calibration, the run's saved epochs, and the epochs after the last finished one."""
-    import mlip.training.trainer as trainer
+    import mlip.training.loop as loop
 
-    train_epoch, calls = trainer._train_epoch, []
+    train_epoch, calls = loop._train_epoch, []
 
     def killed_in_the_third_epoch(*args, **kwargs):  # after the two calibration runs and epochs 1, 2
         calls.append(1)
@@ -129,7 +129,7 @@ def test_a_killed_run_resumes_with_its_calibrated_epochs(tmp_path, capsys, monke
             raise KeyboardInterrupt
         return train_epoch(*args, **kwargs)
 
-    monkeypatch.setattr(trainer, "_train_epoch", killed_in_the_third_epoch)
+    monkeypatch.setattr(loop, "_train_epoch", killed_in_the_third_epoch)
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path, monkeypatch, "1", epochs=4)
     out = tmp_path / "run"
@@ -137,7 +137,7 @@ def test_a_killed_run_resumes_with_its_calibrated_epochs(tmp_path, capsys, monke
     assert len(json.loads((out / "metrics.json").read_text())) == 2
     capsys.readouterr()
 
-    monkeypatch.setattr(trainer, "_train_epoch", train_epoch)
+    monkeypatch.setattr(loop, "_train_epoch", train_epoch)
     _run(tmp_path, monkeypatch, "1", "--resume")
     printed = capsys.readouterr().out
     assert "calibration:" not in printed and f"resuming {out}: 4 epochs in 1 min" in printed

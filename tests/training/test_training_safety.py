@@ -10,7 +10,7 @@ import pytest
 from mlip.testing.datasets import emt_cells
 from mlip.cli import main
 from mlip.training import TrainConfig, train
-from mlip.training.trainer import STATE_KEY
+from mlip.training.train_state import STATE_KEY
 
 
 def config_dict(out_dir, **extra):

@@ -56,7 +56,7 @@ def train_committee(base: Dict[str, Any], samples: Sequence, folder: Path, n: in
     seeded by its seed). Returns the paths of the members' weights."""
     from mlip.data.splits import train_valid_split
     from mlip.training import train
-    from mlip.training.trainer import STATE_NAME
+    from mlip.training.run_dir import STATE_NAME
 
     paths = committee_paths(folder, n)
     for k, path in enumerate(paths):
@@ -80,7 +80,7 @@ def check_adoptable(base: Dict[str, Any], sources: Sequence[Path]) -> None:
     training config ``base`` (the trainer's ``init_from`` check: architecture, species in order, cutoff,
     hyperparameters, terms), or that does not exist."""
     from mlip.models import create_model
-    from mlip.training.trainer import load_initial_weights
+    from mlip.training.initial_model import load_initial_weights
 
     model = {k: v for k, v in base["model"].items() if k != "name"}
     for source in sources:

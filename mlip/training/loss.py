@@ -1,0 +1,58 @@
+"""The training loss: per-atom energy, force and stress errors (MSE, MAE or Huber), weighted.
+
+Targets are divided by the output scale (eV), stresses multiplied by the volume per atom first, so the
+three terms are per-atom energies. Sums and counts are kept apart so that several processes can add
+their parts of a global batch before dividing.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import torch
+
+from mlip.training.config import TrainConfig
+
+
+def _error_sum(diff: torch.Tensor, kind: str, delta: float) -> torch.Tensor:
+    if diff.numel() == 0:
+        return diff.new_zeros(())
+    if kind == "mse":
+        return (diff * diff).sum()
+    if kind == "mae":
+        return diff.abs().sum()
+    return torch.nn.functional.huber_loss(diff, torch.zeros_like(diff), delta=delta, reduction="sum")
+
+
+def loss_sums(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], scale: float, config: TrainConfig):
+    """Summed errors and their counts per term: ``{term: (sum, count)}``. Every target is divided
+    by ``scale`` (eV); stresses are first multiplied by the volume per atom, so all three terms are
+    per-atom energies. Sums (not means) let several processes add their parts of a global batch."""
+    lc = config.loss
+    e = (out["energy"] - target["energy"]) / target["n_atoms"] / scale
+    terms = {"energy": (_error_sum(e, lc.kind, lc.huber_delta), e.numel())}
+    if "forces" in target and "forces" in out and lc.forces_weight:
+        d = (out["forces"] - target["forces"]) / scale
+        terms["forces"] = (_error_sum(d, lc.kind, lc.huber_delta), d.numel())
+    if "stress" in out and lc.stress_weight:
+        mask = torch.isfinite(target["stress"]).all(dim=1) & torch.isfinite(target["volume_per_atom"])
+        ds = (out["stress"][mask] - target["stress"][mask]) * target["volume_per_atom"][mask, None] / scale
+        terms["stress"] = (_error_sum(ds, lc.kind, lc.huber_delta), ds.numel())
+    return terms
+
+
+def combine_loss(terms, counts: Dict[str, float], config: TrainConfig):
+    """Σ_term weight · sum / count (counts may be global over processes). Returns (loss, parts)."""
+    lc = config.loss
+    weights = {"energy": lc.energy_weight, "forces": lc.forces_weight, "stress": lc.stress_weight}
+    parts = {k: terms[k][0] / counts[k] for k in terms if counts.get(k, 0) > 0}
+    total = sum(weights[k] * v for k, v in parts.items())
+    if not isinstance(total, torch.Tensor):
+        total = torch.zeros(())
+    return total, parts
+
+
+def loss_terms(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], scale: float, config: TrainConfig):
+    """Weighted mean loss of one batch and its parts (see :func:`loss_sums`)."""
+    terms = loss_sums(out, target, scale, config)
+    return combine_loss(terms, {k: float(n) for k, (_, n) in terms.items()}, config)
