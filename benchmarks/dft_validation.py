@@ -45,7 +45,7 @@ part (``--cache-only gpaw`` refuses to start a GPAW calculation). Under MPI ever
 0 reads the cache and tells the others, and only rank 0 writes. ``OUT/dft_validation.json`` holds
 every property per method and each method minus the reference (``--reference``, default gpaw);
 ``OUT/dft_validation.png`` plots the E–V curves, the phonon bands overlaid and the scalar
-differences. Sizes, costs and the command for the whole GPAW run: ``benchmarks/README.md``.
+differences. Sizes, costs and the command for the whole GPAW run: ``docs/accuracy.md``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """benchmarks/dft_validation.py: every property's code path, the cache, the comparison and the JSON.
 
 GPAW is too slow for a test; its path differs from the others only in the calculator the method makes
-(and is smoke-run by hand, see benchmarks/README.md). Here EMT stands in for the reference on elements
+(and is smoke-run by hand, see docs/accuracy.md). Here EMT stands in for the reference on elements
 it knows (Cu, Au) at tiny sizes; a method compared with itself must differ by exactly zero; a second run
 must compute nothing; the entries a killed run lost must be recomputed and nothing else.
 """
