@@ -102,6 +102,13 @@ def test_resolve_calculator_accepts_all_forms(tmp_path, one_thread):
         calc = resolve_calculator("platonic-untrained", device="cpu")
     assert isinstance(calc, MLIPCalculator)
     assert is_untrained(calc)
+    # with note= (the command line's stderr) the warning becomes one NOTE line, and only for an untrained model
+    notes = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UntrainedModelWarning)
+        assert is_untrained(resolve_calculator("platonic-untrained", device="cpu", note=notes.append))
+        resolve_calculator(path, device="cpu", note=notes.append)
+    assert notes == ["NOTE: model 'platonic-untrained' is UNTRAINED (random weights): results are not physical"]
     atoms = bulk("Cu", "fcc", a=3.61)
     atoms.calc = calc
     assert np.isfinite(atoms.get_potential_energy())
