@@ -35,8 +35,14 @@ class EdgeMLP(nn.Module):
         self.mlp = nn.Sequential(*layers)
 
     def forward(self, rbf: torch.Tensor, species_src: torch.Tensor, species_tgt: torch.Tensor) -> torch.Tensor:
-        h = torch.cat(
-            [rbf, self.source_embedding(species_src).to(rbf.dtype), self.target_embedding(species_tgt).to(rbf.dtype)],
-            dim=-1,
-        )
-        return self.mlp(h)
+        # The first layer on [rbf; e_src[Z_j]; e_tgt[Z_i]] is W_rbf·rbf + (W_src·e_src + b)[Z_j]
+        # + (W_tgt·e_tgt)[Z_i]: the embedding parts are tables [num_embeddings, width] gathered per edge,
+        # so the per-edge matmul has R inputs instead of R + 2·edge_channels and no concatenation is built.
+        first = self.mlp[0]
+        r, c = rbf.shape[1], self.source_embedding.weight.shape[1]
+        w_rbf, w_src, w_tgt = torch.split(first.weight.to(rbf.dtype), [r, c, c], dim=1)
+        src = torch.nn.functional.linear(self.source_embedding.weight.to(rbf.dtype), w_src,
+                                         first.bias.to(rbf.dtype))
+        tgt = torch.mm(self.target_embedding.weight.to(rbf.dtype), w_tgt.t())
+        h = torch.addmm(src.index_select(0, species_src) + tgt.index_select(0, species_tgt), rbf, w_rbf.t())
+        return self.mlp[1:](h)

@@ -11,6 +11,13 @@ from torch import nn
 from mlip.so3 import m_blocks, num_truncated_coefficients
 
 
+def complex_weight(stacked: torch.Tensor) -> torch.Tensor:
+    """[[W_r, −W_i], [W_i, W_r]] [2·n·C_out, 2·n·C_in] from W_r stacked over W_i [2·n·C_out, n·C_in]: the
+    map (x₊, x₋) → (W_r x₊ − W_i x₋, W_i x₊ + W_r x₋) as one matrix, which a single matmul applies."""
+    w_r, w_i = stacked.chunk(2, dim=0)
+    return torch.cat([torch.cat([w_r, -w_i], dim=1), torch.cat([w_i, w_r], dim=1)], dim=0)
+
+
 class SO2Linear(nn.Module):
     """Linear map on m-truncated edge-frame features that commutes with rotations about the edge.
 
@@ -20,7 +27,8 @@ class SO2Linear(nn.Module):
     * m = 0: one dense matrix on the (L + 1)·C_in invariant components (with bias); it also emits
       ``extra`` invariant scalars (attention logits, gates);
     * m > 0: two matrices W_r, W_i on the stacked degrees l = m … L acting like a complex number,
-      y₊ = W_r x₊ − W_i x₋ and y₋ = W_r x₋ + W_i x₊ (no bias).
+      y₊ = W_r x₊ − W_i x₋ and y₋ = W_r x₋ + W_i x₊ (no bias), applied as one real matrix
+      (:func:`complex_weight`).
 
     Components with |m| > mmax are never produced. Shapes: x [E, K_M, C_in] (m-primary layout) →
     (y [E, K_M, C_out], extra [E, extra]).
@@ -60,10 +68,10 @@ class SO2Linear(nn.Module):
             pair = part.reshape(e, 2, n, c_in)  # [E, (+m, −m), degrees m … L, C_in]
             if radial is not None:
                 pair = pair * radial[:, None, m:, :]
-            # Both halves in one matmul: rows [x₊; x₋] → [W_r x; W_i x].
-            y = layer(pair.reshape(e, 2, n * c_in)).reshape(e, 2, 2, n, c_out)  # [E, (+,−), (r, i), n, C]
-            (pos_r, pos_i), (neg_r, neg_i) = (half.unbind(1) for half in y.unbind(1))
-            out += [pos_r - neg_i, neg_r + pos_i]
+            # (x₊, x₋) → (y₊, y₋) in one matmul with the complex-structured matrix: the output is the
+            # +m block followed by the −m block, already in the m-primary layout (no sums of halves)
+            y = torch.mm(pair.reshape(e, 2 * n * c_in), complex_weight(layer.weight).t())  # [E, 2·n·C_out]
+            out.append(y.view(e, 2 * n, c_out))
         return torch.cat(out, dim=1), extra
 
     def extra_repr(self) -> str:
