@@ -21,7 +21,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ablations import PLATONIC, ROOT, seconds_per_step  # noqa: E402
+from ablations import BASES, ROOT, seconds_per_step  # noqa: E402
+
+PLATONIC = BASES["platonic"]  # the earlier Platonic stage 1 (benchmarks/configs/platonic_emt_stage1.yaml)
 
 #: label → model overrides of the Platonic stage-1 config (the first row is its own size)
 PLATONIC_SIZES = {
