@@ -192,14 +192,14 @@ def check_header(path: Union[str, Path], header: Optional[dict] = None) -> Tuple
         species = header["species"]
         if not isinstance(species, list) or not species:
             raise ValueError(f"species must be a list of elements, got {species!r}")
-        to_atomic_numbers(species)
+        atomic_numbers = to_atomic_numbers(species)
         cutoff = header["cutoff"]
         if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not 0 < cutoff < math.inf:
             raise ValueError(f"cutoff must be a positive number of Å, got {cutoff!r}")
         # Derived constants (not stored) come on top of the weights; 4× the stored numbers plus ten
         # million leaves them room and stops a header asking for a thousand times the stored weights.
         numbers = sum(math.prod(shape) for shape in stored.values())
-        expected = stored_shapes(header["architecture"], len(species), cutoff, hyperparameters, terms,
+        expected = stored_shapes(header["architecture"], atomic_numbers, cutoff, hyperparameters, terms,
                                  max_elements=4 * numbers + 10_000_000)
     except ModelTooLargeError as err:
         raise CheckpointError(f"{path}: the header's hyperparameters describe a model of {err}, the file "

@@ -12,7 +12,7 @@ from torch import nn
 from mlip.elements import to_atomic_numbers, to_symbols
 from mlip.graph import AtomicGraph, edge_vectors, vector_times_matrix
 from mlip.repulsion import build_repulsion
-from mlip.terms import build_terms, term_specs
+from mlip.terms import build_terms, scaled, term_specs
 from mlip.nn import scatter_sum
 
 MAX_Z = 119
@@ -22,8 +22,9 @@ class Potential(nn.Module):
     """Wraps an energy model into a potential energy surface.
 
     Per-atom energy  E_i = scale · model_i + E_ref[Z_i] (+ the short-range repulsion's share
-    E_rep,i when one is declared), with model_i = network_i + Σ_t term_t,i the network's output plus
-    the declared learned terms (:mod:`mlip.terms`);  total energy E = Σ_i E_i per structure;
+    E_rep,i when one is declared, + Σ_p term_p,i of the declared physical terms, in eV), with
+    model_i = network_i + Σ_t term_t,i the network's output plus the declared learned terms
+    (:mod:`mlip.terms`);  total energy E = Σ_i E_i per structure;
     with ``isolated_reference`` the reference energies are isolated-atom energies and the model's
     own output for an atom with no neighbors is subtracted,  E_i = E_ref[Z_i] + scale · (model_i −
     model_iso[Z_i]),  so an isolated atom has exactly its reference energy (the dissociation limit)
@@ -50,8 +51,9 @@ class Potential(nn.Module):
         repulsion: a declared short-range repulsion term (:func:`mlip.repulsion.build_repulsion`:
             ``"zbl"``, a mapping with its switch radii, or ``None`` for none), added to the model's
             energy whatever its weights, so atoms pushed together repel.
-        terms: the learned energy terms added to the network's output (:func:`mlip.terms.term_specs`'s
-            declaration, e.g. ``{"embedded_atom": {"log_densities": True}}``; ``None`` for none).
+        terms: the energy terms, by name or import path (:func:`mlip.terms.term_specs`'s declaration, e.g.
+            ``{"embedded_atom": {"log_densities": True}, "lennard_jones": {"epsilon": 0.01, "sigma": 2.5}}``;
+            ``None`` for none): learned ones added to the network's output, physical ones after the scale.
     """
 
     def __init__(
@@ -91,17 +93,21 @@ class Potential(nn.Module):
         #: reference energies are isolated-atom energies, reproduced exactly (see the class docstring)
         self.isolated_reference = bool(isolated_reference)
         self._isolated_cache: Optional[tuple] = None  # (key, model_iso) for frozen weights
+        #: the full declaration of the terms, {name: {argument: value}} (stored in checkpoints)
+        self.term_specs = term_specs(terms)
         self.repulsion = None
         self.set_repulsion(repulsion)
-        #: the full declaration of the learned terms, {name: {argument: value}} (stored in checkpoints)
-        self.term_specs = term_specs(terms)
-        #: the learned term modules by name, in declaration order (inside ``scale``, like the network)
-        self.terms = build_terms(self.term_specs, len(numbers), self.cutoff)
+        #: the term modules by name (:func:`mlip.terms.registry.module_key`), in declaration order; the
+        #: learned ones inside ``scale`` like the network, the physical ones after it
+        self.terms = build_terms(self.term_specs, numbers, self.cutoff)
 
     def set_repulsion(self, spec) -> None:
         """Declare the short-range repulsion term (:func:`mlip.repulsion.build_repulsion`'s ``spec``;
         ``None`` removes it). It must lie within the cutoff, where the neighbor list reaches."""
         term = build_repulsion(spec, self.atomic_numbers.tolist())
+        if term is not None and "zbl" in self.term_specs:
+            raise ValueError("the ZBL repulsion is declared twice, as the repulsion and among the terms: "
+                             "declare repulsion: none")
         if term is not None and term.max_range() > self.cutoff:
             raise ValueError(f"the repulsion term reaches {term.max_range():.2f} Å, "
                              f"beyond the cutoff {self.cutoff} Å")
@@ -156,7 +162,7 @@ class Potential(nn.Module):
         The terms are evaluated before the network: the order in which their gradients accumulate into
         the edge vectors (and so the forces and stress, to the last bit) is that of the checkpoints
         written when the term sat inside the network, which evaluated it first."""
-        term_energies = [term(species, edge_index, edge_vectors) for term in self.terms.values()]
+        term_energies = [term(species, edge_index, edge_vectors) for term in self.terms.values() if scaled(term)]
         energies = self.model(species, edge_index, edge_vectors, batch, n_graphs)
         for term_energy in term_energies:
             energies = energies + term_energy
@@ -277,6 +283,9 @@ class Potential(nn.Module):
         energies = model_energy * self.scale.to(dtype) + self.per_element_offsets(dtype)[species]
         if self.repulsion is not None:
             energies = energies + self.repulsion(species, graph.edge_index, vec)
+        for term in self.terms.values():  # the physical terms (eV), in declaration order
+            if not scaled(term):
+                energies = energies + term(species, graph.edge_index, vec)
         energy = scatter_sum(energies, graph.batch, n_graphs)
         return {"energy": energy, "energies": energies}, leaf, strain
 

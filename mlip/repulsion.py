@@ -68,19 +68,22 @@ class ZBLRepulsion(DerivedConstants):
         if not 0.0 < inner < outer:
             raise ValueError(f"ZBL switch radii need 0 < inner < outer, got inner={inner}, outer={outer}")
         numbers = [int(z) for z in atomic_numbers]
+        radii = [float(covalent_radii[z]) for z in numbers]
         self.inner = inner
         self.outer = outer
+        #: the largest distance (Å) at which any pair of the potential's elements still feels the term
+        #: (from the Python numbers: the tensors may be on the meta device, which holds no values)
+        self.reach = 2.0 * max(radii) * outer if radii else 0.0
         # Constants of the elements, not weights: rebuilt from the atomic numbers, never stored.
         self.register_constant("z", torch.tensor(numbers, dtype=torch.float64))
-        self.register_constant("radii",
-                               torch.tensor([covalent_radii[z] for z in numbers], dtype=torch.float64))
+        self.register_constant("radii", torch.tensor(radii, dtype=torch.float64))
         #: squared distance (Å²) beyond which no pair of the potential's elements feels the term, with a
         #: margin for rounding: the CPU path skips the term when every edge is at least this long
         self.skip_beyond_sq = (1.01 * self.max_range()) ** 2
 
     def max_range(self) -> float:
         """The largest distance (Å) at which any pair of the potential's elements still feels the term."""
-        return float(2.0 * self.radii.max() * self.outer) if self.radii.numel() else 0.0
+        return self.reach
 
     def config(self) -> dict:
         """What a checkpoint stores to rebuild the term (see :func:`build_repulsion`)."""
@@ -123,11 +126,13 @@ def build_repulsion(spec, atomic_numbers: Sequence[int]) -> Optional[ZBLRepulsio
     if spec is True or spec == "zbl":
         spec = {"kind": "zbl"}
     if not isinstance(spec, dict):
-        raise ValueError(f"repulsion must be 'zbl', 'none' or a mapping with kind: zbl, got {spec!r}")
+        raise ValueError(f"repulsion must be 'zbl', 'none' or a mapping with kind: zbl, got {spec!r} (other "
+                         f"energy terms, such as lennard_jones, are declared under terms)")
     spec = dict(spec)
     kind = spec.pop("kind", "zbl")
     if kind != "zbl":
-        raise ValueError(f"unknown repulsion kind {kind!r}; available: zbl")
+        raise ValueError(f"unknown repulsion kind {kind!r}; available: zbl (other energy terms, such as "
+                         f"lennard_jones, are declared under terms)")
     unknown = sorted(set(spec) - {"inner", "outer"})
     if unknown:
         raise ValueError(f"unknown repulsion setting(s) {', '.join(unknown)}; accepted: inner, outer")

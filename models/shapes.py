@@ -11,7 +11,7 @@ the first few hundred), so a checkpoint can be compared with its header before a
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 from torch.nn.modules.module import (register_module_buffer_registration_hook,
@@ -53,10 +53,10 @@ def _element_bound(limit: Optional[int]):
             handle.remove()
 
 
-def stored_shapes(name: str, num_species: int, cutoff: float, hyperparameters: dict, terms=None,
+def stored_shapes(name: str, atomic_numbers: Sequence[int], cutoff: float, hyperparameters: dict, terms=None,
                   max_elements: Optional[int] = None) -> Dict[str, Tuple[int, ...]]:
     """Shapes of the tensors the network (keys ``model.…``) and the terms (``terms.…``) of a potential
-    built by ``create_model(name, species, cutoff, terms=terms, **hyperparameters)`` would store, computed
+    built by ``create_model(name, atomic_numbers, cutoff, terms=terms, **hyperparameters)`` would store, computed
     on the meta device (no memory is allocated for them).
 
     ``max_elements`` bounds the numbers all registered parameters and buffers (derived constants
@@ -68,8 +68,8 @@ def stored_shapes(name: str, num_species: int, cutoff: float, hyperparameters: d
     cls = get_architecture(name)
     hp = {**check_hyperparameters(name, hyperparameters), **hyperparameters}
     with _element_bound(max_elements), torch.device("meta"):
-        network = cls(num_species=int(num_species), cutoff=float(cutoff), **hp)
-        term_modules = build_terms(term_specs(terms), int(num_species), float(cutoff))
+        network = cls(num_species=len(atomic_numbers), cutoff=float(cutoff), **hp)
+        term_modules = build_terms(term_specs(terms), atomic_numbers, float(cutoff))
     shapes = {f"model.{key}": tuple(value.shape) for key, value in network.state_dict().items()}
     shapes.update({f"terms.{key}": tuple(value.shape) for key, value in term_modules.state_dict().items()})
     return shapes

@@ -48,6 +48,9 @@ class EmbeddedAtomEnergy(nn.Module):
         log_densities: also feed the D logarithmic positive densities u_i to the MLP (see above).
     """
 
+    #: a learned term: the potential adds it to the network's output, inside the scale (:mod:`mlip.terms`)
+    scaled = True
+
     def __init__(self, num_species: int, cutoff: float, num_radial: int = 16, num_densities: int = 16,
                  hidden: int = 64, envelope_exponent: int = 5, avg_neighbors: float = 32.0,
                  log_densities: bool = False):

@@ -415,6 +415,10 @@ def case_unknown_repulsion(tmp, monkeypatch):
     return ["train", train_config(tmp, model=dict(repulsion="lj"))]
 
 
+def case_unknown_term(tmp, monkeypatch):
+    return ["train", train_config(tmp, model=dict(terms={"lj": {}}))]
+
+
 def case_misspelt_key(tmp, monkeypatch):
     return ["train", train_config(tmp, epoch=3)]
 
