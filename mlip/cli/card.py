@@ -57,7 +57,8 @@ def add_parser(subparsers) -> None:
                    help="a labelled file in the repository (path relative to it) as the card sample, "
                         "instead of the EMT generator's")
     p.add_argument("--student-vs-teacher", default=None,
-                   help="OUT/student_vs_teacher.json of benchmarks/student_vs_teacher.py for this model")
+                   help="OUT/student_vs_teacher.json of benchmarks/student_vs_teacher.py for this "
+                        "model")
     p.add_argument("--student-vs-teacher-command", default=None, help="the command that produced it")
     p.add_argument("--dft-validation", default=None,
                    help="dft_validation.json of benchmarks/dft_validation.py, this model a method")

@@ -340,11 +340,12 @@ def _section(text: str, heading: str) -> str:
 @pytest.mark.parametrize("record", list(ABLATION_RUNS), ids=[p.stem for p in ABLATION_RUNS])
 def test_ablation_table_matches_the_recorded_runs(record):
     """Every variant of a recorded ablation run (``benchmarks/results/ablations-*.json``: the variants'
-    result.json and validation history) is still defined by ``benchmarks/ablations.py`` and has a row in its
-    section of ``docs/benchmarks.md`` that quotes it: parameters, epochs, minutes, minutes per epoch and the
-    test MAEs, to the table's rounding; so does MACE's row where the run has one. (The EMT run predates the
-    embedded-atom variants; the Si–Ge run has them all.)"""
-    spec = importlib.util.spec_from_file_location("ablations", ROOT / "benchmarks" / "ablations.py")
+    result.json and validation history) is still defined by ``benchmarks/ablations.py`` and has a row
+    in its section of ``docs/benchmarks.md`` that quotes it: parameters, epochs, minutes, minutes per epoch
+    and the test MAEs, to the table's rounding; so does MACE's row where the run has one. (The EMT run
+    predates the embedded-atom variants; the Si–Ge run has them all.)"""
+    script = ROOT / "benchmarks" / "ablations.py"
+    spec = importlib.util.spec_from_file_location("ablations", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     recorded = json.loads(record.read_text())
@@ -409,9 +410,9 @@ MACE_ROWS = {
 
 
 def test_mace_table_matches_the_recorded_run():
-    """The "Against MACE" table of ``docs/benchmarks.md`` quotes ``benchmarks/mace_baseline.py``'s recorded run: parameters,
-    the three test MAEs, ms per MD step at 256 and 500 atoms, and the range of the two costs vs MACE
-    (the two-stage MACE's, timed in the same run as our models)."""
+    """The "Against MACE" table of ``docs/benchmarks.md`` quotes ``benchmarks/mace_baseline.py``'s
+    recorded run: parameters, the three test MAEs, ms per MD step at 256 and 500 atoms, and the range of
+    the two costs vs MACE (the two-stage MACE's, timed in the same run as our models)."""
     records = {path: json.loads(path.read_text()) for path in {path for path, _ in MACE_ROWS.values()}}
     for path, record in records.items():  # both MACE runs took E0 from the training set's isolated atoms, and say so
         assert record["mace_e0s"].startswith("{13: 3.28,"), path

@@ -70,7 +70,8 @@ class CardSettings:
         average_over: Platonic only: ship the weights with this coset average (``none`` for none).
         student_vs_teacher: ``student_vs_teacher.json`` of ``benchmarks/student_vs_teacher.py``.
         student_vs_teacher_command: the command that wrote it.
-        dft_validation: ``dft_validation.json`` of ``benchmarks/dft_validation.py``, this model a method.
+        dft_validation: ``dft_validation.json`` of ``benchmarks/dft_validation.py``, this model a
+            method.
         dft_validation_method: this model's method there (default: the one besides the reference).
         dft_validation_command: the command that wrote it.
         mace_baseline: ``mace_baseline.json`` of ``benchmarks/mace_baseline.py``, this model a row.
@@ -137,9 +138,9 @@ def _quotes(settings: CardSettings) -> dict:
     """The card's entries quoted from benchmark reports (read before anything is measured)."""
     quoted = {}
     if settings.student_vs_teacher:
+        command = settings.student_vs_teacher_command or "benchmarks/student_vs_teacher.py"
         quoted["teacher"], quoted["student_discovery"] = quote_student_vs_teacher(
-            Path(settings.student_vs_teacher),
-            settings.student_vs_teacher_command or "benchmarks/student_vs_teacher.py", settings.reference)
+            Path(settings.student_vs_teacher), command, settings.reference)
     if settings.dft_validation:
         quoted["dft_validation"] = quote_dft_validation(
             Path(settings.dft_validation), settings.dft_validation_method, settings.dft_validation_command)

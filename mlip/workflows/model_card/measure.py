@@ -126,8 +126,9 @@ def md_step_speed(potential, atoms, repeats: int = 10) -> float:
 
 
 #: the cells whose MD step is timed, by kind: (element, structure, a, repeat) of the pure cell, then
-#: (host, guest, structure, a, repeat) of the half-and-half solid solution (``benchmarks/mace_baseline.py
-#: --md-cells`` times the same cells, so that a card's speed and its MACE comparison are of one pair)
+#: (host, guest, structure, a, repeat) of the half-and-half solid solution
+#: (``benchmarks/mace_baseline.py --md-cells`` times the same cells, so that a card's speed and its MACE
+#: comparison are of one pair)
 MD_CELLS = {"cu-au": (("Cu", "fcc", 3.61, 4), ("Cu", "Au", "fcc", 3.75, 5)),
             "si-ge": (("Si", "diamond", 5.47, 3), ("Si", "Ge", "diamond", 5.62, 4))}
 

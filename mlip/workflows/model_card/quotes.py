@@ -1,6 +1,7 @@
 """What a model card quotes from the benchmark reports of its model: the crystal properties against DFT
-(``benchmarks/dft_validation.py``), the comparison with MACE trained alike (``benchmarks/mace_baseline.py``)
-and, for a distilled student, the comparison with its teacher (``benchmarks/student_vs_teacher.py``).
+(``benchmarks/dft_validation.py``), the comparison with MACE trained alike
+(``benchmarks/mace_baseline.py``) and, for a distilled student, the comparison with its teacher
+(``benchmarks/student_vs_teacher.py``).
 
 Each ``quote_*`` reads the report as its script writes it and returns the card's entry; a report that does
 not name this model raises ``ValueError`` naming what it holds.
