@@ -162,7 +162,8 @@ class Potential(nn.Module):
         The terms are evaluated before the network: the order in which their gradients accumulate into
         the edge vectors (and so the forces and stress, to the last bit) is that of the checkpoints
         written when the term sat inside the network, which evaluated it first."""
-        term_energies = [term(species, edge_index, edge_vectors) for term in self.terms.values() if scaled(term)]
+        term_energies = [term(species, edge_index, edge_vectors)
+                         for term in self.terms.values() if scaled(term)]
         energies = self.model(species, edge_index, edge_vectors, batch, n_graphs)
         for term_energy in term_energies:
             energies = energies + term_energy

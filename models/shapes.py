@@ -56,8 +56,8 @@ def _element_bound(limit: Optional[int]):
 def stored_shapes(name: str, atomic_numbers: Sequence[int], cutoff: float, hyperparameters: dict, terms=None,
                   max_elements: Optional[int] = None) -> Dict[str, Tuple[int, ...]]:
     """Shapes of the tensors the network (keys ``model.…``) and the terms (``terms.…``) of a potential
-    built by ``create_model(name, atomic_numbers, cutoff, terms=terms, **hyperparameters)`` would store, computed
-    on the meta device (no memory is allocated for them).
+    built by ``create_model(name, atomic_numbers, cutoff, terms=terms, **hyperparameters)`` would store,
+    computed on the meta device (no memory is allocated for them).
 
     ``max_elements`` bounds the numbers all registered parameters and buffers (derived constants
     included) may hold: :class:`ModelTooLargeError` (a ValueError) beyond it, raised while building.

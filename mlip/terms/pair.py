@@ -53,8 +53,8 @@ def pair_table(name: str, value: Parameter, symbols: Sequence[str],
         parts = str(key).split("-")
         unknown = [p for p in parts if p not in symbols]
         if len(parts) > 2 or unknown:
-            raise ValueError(f"{name}: {key!r} is neither an element nor a pair 'A-B' of the potential's elements "
-                             f"({', '.join(symbols)})")
+            raise ValueError(f"{name}: {key!r} is neither an element nor a pair 'A-B' of the potential's "
+                             f"elements ({', '.join(symbols)})")
         if len(parts) == 1:
             if mix is None:
                 raise ValueError(f"{name} is given per pair ('A-B'), not per element: {key!r}")
@@ -120,7 +120,8 @@ class PairTerm(EnergyTerm, DerivedConstants):
     def forward(self, species: torch.Tensor, edge_index: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
         """species [N], edge_index [2, E] (i ← j, both directions), vectors [E, 3] → per-atom energies [N]."""
         length = safe_length((vectors * vectors).sum(-1))
-        pair = species.index_select(0, edge_index[0]) * len(self.symbols) + species.index_select(0, edge_index[1])
+        si, sj = species.index_select(0, edge_index[0]), species.index_select(0, edge_index[1])
+        pair = si * len(self.symbols) + sj  # row-major index into the [S, S] tables
         parameters = [getattr(self, name).to(vectors.dtype).reshape(-1).index_select(0, pair)
                       for name in self.table_names]
         near = (length < self.r_max) & (length > 0)

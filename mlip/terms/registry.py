@@ -10,13 +10,12 @@ does; only an installed module runs, never code from the file).
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import re
 from typing import Any, Dict, List, Sequence, Tuple
 
 from torch import nn
 
+from mlip.import_paths import import_object, is_import_path
 from mlip.keys import expected_type, matches_type, type_error_message, unknown_keys_message
 from mlip.nn.embedded_atom import EmbeddedAtomEnergy
 from mlip.repulsion import ZBLRepulsion
@@ -28,8 +27,6 @@ TERMS = {"embedded_atom": EmbeddedAtomEnergy, "zbl": ZBLRepulsion, "lennard_jone
          "buckingham": Buckingham}
 #: what the potential passes to a term's ``__init__`` when it names them (never declared)
 SUPPLIED = ("atomic_numbers", "num_species", "cutoff")
-#: ``package.module:Class`` (dotted module path, a colon, a Python identifier)
-IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 
 def term_class(name: str) -> type:
@@ -37,18 +34,14 @@ def term_class(name: str) -> type:
     wrong for an unknown name, a module that does not import or a class that is not an EnergyTerm."""
     if name in TERMS:
         return TERMS[name]
-    if not IMPORT_PATH.match(name):
-        raise ValueError(f"unknown energy term {name!r}; available: {', '.join(sorted(TERMS))}, or the import "
-                         f"path 'package.module:Class' of an mlip.terms.EnergyTerm")
-    module_name, class_name = name.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"energy term {name!r}: cannot import {module_name} ({err})") from None
-    cls = getattr(module, class_name, None)
+    if not is_import_path(name):
+        raise ValueError(f"unknown energy term {name!r}; available: {', '.join(sorted(TERMS))}, or the "
+                         f"import path 'package.module:Class' of an mlip.terms.EnergyTerm")
+    cls = import_object(name, "energy term")
     if not (isinstance(cls, type) and issubclass(cls, EnergyTerm)):
-        what = "not defined" if cls is None else f"a {type(cls).__name__}, not an mlip.terms.EnergyTerm subclass"
-        raise ValueError(f"energy term {name!r}: {class_name} in {module_name} is {what}")
+        module_name, class_name = name.split(":")
+        raise ValueError(f"energy term {name!r}: {class_name} in {module_name} is a {type(cls).__name__}, "
+                         f"not an mlip.terms.EnergyTerm subclass")
     return cls
 
 
@@ -84,7 +77,8 @@ def declared_items(spec) -> List[Tuple[str, Any]]:
         elif isinstance(entry, dict) and len(entry) == 1:
             items.extend((str(name), arguments) for name, arguments in entry.items())
         else:
-            raise TypeError(f"a term in a list is a name or a one-entry mapping {{name: arguments}}, got {entry!r}")
+            raise TypeError(f"a term in a list is a name or a one-entry mapping {{name: arguments}}, "
+                            f"got {entry!r}")
     return items
 
 
@@ -120,7 +114,8 @@ def module_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def build_terms(specs: Dict[str, Dict[str, Any]], atomic_numbers: Sequence[int], cutoff: float) -> nn.ModuleDict:
+def build_terms(specs: Dict[str, Dict[str, Any]], atomic_numbers: Sequence[int], cutoff: float
+                ) -> nn.ModuleDict:
     """The term modules of the full declaration ``specs`` (:func:`term_specs`), in its order, keyed by
     :func:`module_key`; each gets the arguments of :data:`SUPPLIED` its ``__init__`` names. ValueError for
     two names with one key, or a term reaching (its ``max_range()``) beyond the cutoff."""
@@ -147,5 +142,5 @@ def scaled(term: nn.Module) -> bool:
     return bool(getattr(term, "scaled", False))
 
 
-__all__ = ["IMPORT_PATH", "REQUIRED", "SUPPLIED", "TERMS", "build_terms", "declared_items", "module_key", "scaled",
+__all__ = ["REQUIRED", "SUPPLIED", "TERMS", "build_terms", "declared_items", "module_key", "scaled",
            "term_arguments", "term_class", "term_defaults", "term_specs"]

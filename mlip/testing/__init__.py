@@ -46,10 +46,11 @@ from mlip.testing.structures import STRUCTURES
 
 __all__ = [
     "ARCHITECTURES", "CUTOFF", "SPECIES", "STRUCTURES", "PotentialTests", "build_potential",
-    "check_axis_aligned_bonds", "check_batch_consistency", "check_cutoff_continuity", "check_cutoff_smoothness",
-    "check_extensivity", "check_float32_matches_float64", "check_force_training_gradients",
-    "check_forces_finite_difference", "check_image_invariance", "check_invariance", "check_nve",
-    "check_permutation_invariance", "check_rotation_invariance", "check_save_load",
-    "check_short_range_repulsion", "check_small_cell_images", "check_smooth_scan",
-    "check_stress_finite_difference", "check_stress_tensor", "check_translation_invariance", "validate_outputs",
+    "check_axis_aligned_bonds", "check_batch_consistency", "check_cutoff_continuity",
+    "check_cutoff_smoothness", "check_extensivity", "check_float32_matches_float64",
+    "check_force_training_gradients", "check_forces_finite_difference", "check_image_invariance",
+    "check_invariance", "check_nve", "check_permutation_invariance", "check_rotation_invariance",
+    "check_save_load", "check_short_range_repulsion", "check_small_cell_images", "check_smooth_scan",
+    "check_stress_finite_difference", "check_stress_tensor", "check_translation_invariance",
+    "validate_outputs",
 ]

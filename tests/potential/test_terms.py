@@ -21,7 +21,7 @@ from mlip.models import create_model, create_model_from_config, get_architecture
 from mlip.nn.embedded_atom import EmbeddedAtomEnergy
 from mlip.potential import Potential
 from mlip.repulsion import ZBLRepulsion
-from mlip.testing import (SPECIES, check_cutoff_smoothness, check_forces_finite_difference,
+from mlip.testing import (SPECIES, STRUCTURES, check_cutoff_smoothness, check_forces_finite_difference,
                           check_stress_finite_difference)
 from mlip.terms import term_specs
 
@@ -83,18 +83,13 @@ def terms_only(terms, species=SPECIES, repulsion=None):
     return Potential(NoNetwork(), species, 4.0, "none", repulsion=repulsion, terms=terms).double().eval()
 
 
-def structures():
-    a = bulk("Cu", "fcc", a=3.6, cubic=True)
-    a.symbols[[1, 2]] = "Au"
-    a.rattle(0.05, seed=1)
-    b = bulk("Au", "fcc", a=4.0) * (2, 1, 1)
-    b.rattle(0.05, seed=2)
-    return [a, b]
+def frames():
+    """The suite's Cu-Au crystals."""
+    return [STRUCTURES["triclinic"](), STRUCTURES["small_pair"]()]
 
 
 def evaluate(potential):
-    graph = mlip.batch_atoms(structures(), potential.cutoff, dtype=torch.float64)
-    return potential.double()(graph)
+    return potential.double()(mlip.batch_atoms(frames(), potential.cutoff, dtype=torch.float64))
 
 
 def assert_bitwise(a, b):
@@ -110,7 +105,7 @@ def test_a_users_term_by_import_path_gets_the_atomic_numbers_and_adds_its_energy
     term = potential.terms["my_package_pair:Morse"]
     assert type(term).__name__ == "Morse" and term.atomic_numbers == [79, 29] and term.cutoff == 4.0
     assert potential.term_specs == {"my_package.pair:Morse": {"depth": 0.3, "width": 1.5, "r0": 2.5}}
-    graph = mlip.batch_atoms(structures(), 4.0, dtype=torch.float64)
+    graph = mlip.batch_atoms(frames(), 4.0, dtype=torch.float64)
     vec = mlip.edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts)
     with torch.no_grad():
         own = term.double()(potential.species_index(graph.numbers), graph.edge_index, vec)
@@ -137,7 +132,8 @@ def test_a_users_term_round_trips_through_a_checkpoint_and_is_imported_to_load(u
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
     for name in ("my_package", "my_package.pair"):
         sys.modules.pop(name)
-    with pytest.raises(CheckpointError, match="energy term 'my_package.pair:Morse': cannot import my_package"):
+    with pytest.raises(CheckpointError,
+                       match="energy term 'my_package.pair:Morse': cannot import my_package"):
         load_potential(path)
 
 
@@ -154,7 +150,8 @@ def test_only_energy_terms_are_built_from_an_import_path(user_terms):
 
 
 @pytest.mark.parametrize("terms", [{"lennard_jones": LJ}, {"buckingham": {**BUCKINGHAM, "c": 1.0}},
-                                   {"zbl": {"inner": 0.5, "outer": 0.7}}, {"my_package.pair:Morse": {"depth": 0.3}}],
+                                   {"zbl": {"inner": 0.5, "outer": 0.7}},
+                                   {"my_package.pair:Morse": {"depth": 0.3}}],
                          ids=["lennard_jones", "buckingham", "zbl", "user"])
 def test_terms_pass_the_physics_suites_derivative_and_cutoff_checks(terms, user_terms):
     potential = terms_only(terms)
@@ -214,7 +211,8 @@ def test_an_old_config_builds_the_same_model_bit_identically(tmp_path):
     hp = dict(group="tetrahedral", channels=4, num_layers=1, num_heads=2, head_dim=2)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(3)
-        network = get_architecture("platonic")(num_species=2, cutoff=4.0, **{**potential.hyperparameters, **hp})
+        network = get_architecture("platonic")(num_species=2, cutoff=4.0,
+                                               **{**potential.hyperparameters, **hp})
         term = EmbeddedAtomEnergy(2, 4.0, log_densities=True)
     expected = {**{f"model.{k}": v for k, v in network.state_dict().items()},
                 **{f"terms.embedded_atom.{k}": v for k, v in term.state_dict().items()}}
@@ -222,14 +220,15 @@ def test_an_old_config_builds_the_same_model_bit_identically(tmp_path):
     assert set(state) - {"atomic_numbers", "reference_energies", "scale"} == set(expected)
     assert all(torch.equal(state[k], v) for k, v in expected.items())
     zbl = ZBLRepulsion([29, 79]).double()
-    graph = mlip.batch_atoms(structures(), 4.0, dtype=torch.float64)
+    graph = mlip.batch_atoms(frames(), 4.0, dtype=torch.float64)
     vec = mlip.edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts)
     species = potential.species_index(graph.numbers)
     network, term = network.double(), term.double()
     with torch.no_grad():
         by_hand = term(species, graph.edge_index, vec)  # the term first, as the potential evaluates it
         by_hand = network(species, graph.edge_index, vec, graph.batch, graph.n_graphs) + by_hand
-        by_hand = by_hand * 1.0 + torch.zeros(2, dtype=torch.float64)[species] + zbl(species, graph.edge_index, vec)
+        offsets = torch.zeros(2, dtype=torch.float64)[species]  # scale 1, reference energies 0
+        by_hand = by_hand * 1.0 + offsets + zbl(species, graph.edge_index, vec)
     assert torch.equal(evaluate(potential)["energies"].detach(), by_hand)
 
 
@@ -239,7 +238,9 @@ def test_the_documented_terms_build_as_written(where, user_terms):
     block = re.search(r"\n( *)terms:\n((?:\1  .*\n)+)", text)
     declared = yaml.safe_load(textwrap.dedent(block.group(0)))["terms"]
     assert list(declared) == ["embedded_atom", "lennard_jones", "my_package.pair:Morse"]
-    potential = create_model("embedded_atom", ["Cu", "Au"], 4.0, seed=0, repulsion="zbl", terms=declared, **SMALL)
-    assert [type(t).__name__ for t in potential.terms.values()] == ["EmbeddedAtomEnergy", "LennardJones", "Morse"]
+    potential = create_model("embedded_atom", ["Cu", "Au"], 4.0, seed=0, repulsion="zbl", terms=declared,
+                             **SMALL)
+    assert [type(t).__name__ for t in potential.terms.values()] == ["EmbeddedAtomEnergy", "LennardJones",
+                                                                    "Morse"]
     lj = potential.terms["lennard_jones"]
     assert lj.sigma[0, 1] == 2.5 and lj.epsilon[0, 1] == pytest.approx((0.40 * 0.44) ** 0.5, rel=1e-15)
