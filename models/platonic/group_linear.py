@@ -76,11 +76,10 @@ class GroupLinear(nn.Module):
         """x [..., G, C_in] → [..., G, C_out]."""
         G = self.group_order
         lead = x.shape[:-2]
-        y = torch.nn.functional.linear(x.reshape(*lead, G * self.in_channels), self.dense_weight())
-        y = y.view(*lead, G, self.out_channels)
-        if self.bias is not None:
-            y = y + self.bias
-        return y
+        # the bias, shared over frames, repeated for each and added inside the matmul
+        bias = None if self.bias is None else self.bias.repeat(G)
+        y = torch.nn.functional.linear(x.reshape(*lead, G * self.in_channels), self.dense_weight(), bias)
+        return y.view(*lead, G, self.out_channels)
 
     def extra_repr(self) -> str:
         return f"G={self.group_order}, in_channels={self.in_channels}, out_channels={self.out_channels}"

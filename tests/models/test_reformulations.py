@@ -20,6 +20,7 @@ from mlip.models import create_model
 from mlip.models.equiformer_v3.radial_mlp import EdgeMLP
 from mlip.models.equiformer_v3.so2_linear import SO2Linear
 from mlip.models.platonic.attention import FrameAttention
+from mlip.models.platonic.group_linear import GroupLinear
 from mlip.nn import envelope_exp, scatter_sum
 from mlip.testing import build_potential
 
@@ -87,8 +88,19 @@ def frame_attention_reference(self, x, edge_index, frame_vec, radial, envelope):
     return self.out_proj(out.reshape(n, G, H * 2 * F))
 
 
+def group_linear_reference(self, x):
+    """GroupLinear before: the bias added after the matmul."""
+    G = self.group_order
+    lead = x.shape[:-2]
+    y = torch.nn.functional.linear(x.reshape(*lead, G * self.in_channels), self.dense_weight())
+    y = y.view(*lead, G, self.out_channels)
+    if self.bias is not None:
+        y = y + self.bias
+    return y
+
+
 REFERENCES = {"equiformer_v3": [(SO2Linear, so2_linear_reference), (EdgeMLP, edge_mlp_reference)],
-              "platonic": [(FrameAttention, frame_attention_reference)]}
+              "platonic": [(FrameAttention, frame_attention_reference), (GroupLinear, group_linear_reference)]}
 
 
 # ------------------------------------------------------------------------------------ the step
