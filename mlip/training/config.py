@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Dict, List, Optional
 
 from mlip.keys import expected_type, matches_type, type_error_message, unknown_keys_message
+from mlip.training.schedule import SCHEDULES
 
 
 def _check_keys(data: dict, cls, where: str, what: str = "key") -> None:
@@ -44,7 +45,11 @@ class LossConfig:
 
 @dataclass
 class OptimizerConfig:
-    """AdamW with linear warm-up and cosine decay, gradient clipping and an EMA of the weights."""
+    """AdamW with gradient clipping and an EMA of the weights, and its learning-rate ``schedule``:
+    ``"cosine"`` (linear warm-up over ``warmup_fraction`` of the run, then cosine decay to
+    ``min_lr_factor`` at ``epochs``) or ``"wsd"`` (warm-up over ``warmup_epochs``, a constant rate until
+    the plateau rule fires (:class:`PlateauConfig`), then a linear decay to ``min_lr_factor`` over
+    ``decay_fraction`` of the epochs run by then, after which the run ends; ``epochs`` is only a cap)."""
 
     lr: float = 2e-3
     weight_decay: float = 1e-3
@@ -53,6 +58,20 @@ class OptimizerConfig:
     warmup_fraction: float = 0.05
     min_lr_factor: float = 0.01
     ema_decay: float = 0.99
+    schedule: str = "cosine"
+    warmup_epochs: float = 1.0
+    decay_fraction: float = 0.2
+
+
+@dataclass
+class PlateauConfig:
+    """The plateau rule of the ``wsd`` schedule (:mod:`mlip.training.plateau`): it fires when the validation
+    loss, smoothed by an exponential moving average of coefficient ``smoothing``, has fallen by less than
+    the fraction ``min_improvement`` over the last ``window`` epochs."""
+
+    window: int = 10
+    min_improvement: float = 0.01
+    smoothing: float = 0.7
 
 
 @dataclass
@@ -81,6 +100,7 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    plateau: PlateauConfig = field(default_factory=PlateauConfig)
     epochs: int = 10
     batch_size: int = 8
     seed: int = 0
@@ -127,7 +147,8 @@ class TrainConfig:
         _check_keys(data, cls, where)
         _check_types(data, cls, where)
         kwargs = dict(data)
-        for key, sub in (("data", DataConfig), ("loss", LossConfig), ("optimizer", OptimizerConfig)):
+        for key, sub in (("data", DataConfig), ("loss", LossConfig), ("optimizer", OptimizerConfig),
+                         ("plateau", PlateauConfig)):
             if key in kwargs:
                 value = kwargs[key] or {}
                 if not isinstance(value, dict):
@@ -160,6 +181,15 @@ class TrainConfig:
             raise ValueError(f"{where}: data.valid_fraction must be in [0, 1)")
         if not 0 <= self.optimizer.ema_decay < 1:
             raise ValueError(f"{where}: optimizer.ema_decay must be in [0, 1)")
+        oc, pc = self.optimizer, self.plateau
+        if oc.schedule not in SCHEDULES:
+            raise ValueError(f"{where}: optimizer.schedule must be one of {', '.join(SCHEDULES)}, "
+                             f"got {oc.schedule!r}")
+        if oc.warmup_epochs < 0 or not 0 < oc.decay_fraction <= 1:
+            raise ValueError(f"{where}: optimizer.warmup_epochs must be >= 0 and optimizer.decay_fraction "
+                             "in (0, 1]")
+        if pc.window < 1 or not 0 <= pc.smoothing < 1:
+            raise ValueError(f"{where}: plateau.window must be >= 1 and plateau.smoothing in [0, 1)")
         if self.reference_energies not in ("least_squares", "isolated_atoms"):
             raise ValueError(f"{where}: reference_energies must be least_squares or isolated_atoms, "
                              f"got {self.reference_energies!r}")

@@ -1,6 +1,7 @@
-"""The epochs of a run: one pass over the shuffled training set (AdamW steps with warm-up + cosine
-learning rate, gradient clipping, EMA update), then validation with the EMA weights and the
-checkpoints, every epoch; the run stops at ``epochs`` or after ``max_minutes``.
+"""The epochs of a run: one pass over the shuffled training set (AdamW steps with the learning rate of
+the schedule, gradient clipping, EMA update), then validation with the EMA weights and the checkpoints,
+every epoch; the run stops at ``epochs``, after ``max_minutes``, when a session's minutes are used, or
+(``wsd`` schedule) after the decay that follows the plateau (:mod:`mlip.training.plateau`).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -21,8 +23,49 @@ from mlip.training.evaluation import evaluate
 from mlip.training.loss import combine_loss, loss_sums, loss_terms
 from mlip.training.run_dir import STATE_NAME
 from mlip.training.samples import atoms_of, batch_targets
-from mlip.training.schedule import warmup_cosine
+from mlip.training.schedule import warmup_cosine, warmup_stable_decay
 from mlip.training.train_state import RunState, save_state
+
+
+def _warmup_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """The warm-up in optimiser steps: ``warmup_fraction`` of the run (``cosine``) or ``warmup_epochs``
+    epochs (``wsd``, whose length is not known)."""
+    oc = config.optimizer
+    if oc.schedule == "wsd":
+        return int(round(oc.warmup_epochs * steps_per_epoch))
+    return int(round(oc.warmup_fraction * steps_per_epoch * config.epochs))
+
+
+def _lr_factor(config: TrainConfig, run: RunState, steps_per_epoch: int) -> float:
+    """The schedule's factor on ``optimizer.lr`` at optimiser step ``run.step``."""
+    oc = config.optimizer
+    warmup = _warmup_steps(config, steps_per_epoch)
+    if oc.schedule == "wsd":
+        plateau = run.plateau
+        return warmup_stable_decay(run.step, warmup, plateau.decay_start, plateau.decay_steps,
+                                   oc.min_lr_factor)
+    return warmup_cosine(run.step, steps_per_epoch * config.epochs, warmup, oc.min_lr_factor)
+
+
+def _watch_plateau(config: TrainConfig, run: RunState, record: dict, epoch: int,
+                   steps_per_epoch: int) -> bool:
+    """``wsd`` schedule, main process: add the epoch's monitored loss (validation, else training) to the
+    plateau rule and its smoothed value, improvement and phase to ``record``; returns whether the rule
+    fired now (the decay then starts with the next step; :meth:`PlateauState.fire`)."""
+    pc, plateau = config.plateau, run.plateau
+    monitored = record.get("valid_loss", record["train_loss"])
+    improvement = plateau.observe(monitored, pc.smoothing, pc.window)
+    warmup = _warmup_steps(config, steps_per_epoch)
+    fired = (plateau.decay_start is None and run.step >= warmup and improvement is not None
+             and improvement < pc.min_improvement)
+    if fired:
+        decay_epochs = plateau.fire(epoch + 1, run.step, steps_per_epoch, config.optimizer.decay_fraction)
+        print(f"plateau after epoch {epoch + 1}: the smoothed loss fell {100 * improvement:.3g} % over the "
+              f"last {pc.window} epochs (< {100 * pc.min_improvement:g} %); the rate decays over {decay_epochs} "
+              f"more epoch(s), then the run ends", flush=True)
+    record.update(plateau_smoothed_loss=plateau.smoothed[-1], plateau_improvement=improvement,
+                  phase=plateau.phase(run.step, warmup))
+    return fired
 
 
 def _train_epoch(config: TrainConfig, dist: Distributed, potential, optimizer, ema, train_samples: list,
@@ -35,8 +78,6 @@ def _train_epoch(config: TrainConfig, dist: Distributed, potential, optimizer, e
     dtype = getattr(torch, config.dtype)
     device = dist.device
     steps_per_epoch = math.ceil(len(train_samples) / config.batch_size)
-    total_steps = steps_per_epoch * config.epochs
-    warmup = int(round(oc.warmup_fraction * total_steps))
     # A zero weight skips that derivative: an energy-only step (no forces, no stress) needs no
     # double backward and costs about a third of a full one.
     want_forces = config.loss.forces_weight > 0
@@ -79,7 +120,7 @@ def _train_epoch(config: TrainConfig, dist: Distributed, potential, optimizer, e
         if not math.isfinite(loss_value):
             raise RuntimeError(f"non-finite loss at epoch {epoch + 1}, batch {b + 1}")
         for group in optimizer.param_groups:
-            group["lr"] = oc.lr * warmup_cosine(run.step, total_steps, warmup, oc.min_lr_factor)
+            group["lr"] = oc.lr * _lr_factor(config, run, steps_per_epoch)
         torch.nn.utils.clip_grad_norm_(potential.parameters(), oc.clip_norm)
         optimizer.step()
         ema.update(potential)
@@ -141,13 +182,22 @@ def _print_epoch(record: dict, epoch: int, epochs: int) -> None:
 
 def run_epochs(config: TrainConfig, dist: Distributed, out_dir: Path, potential, optimizer, ema,
                train_samples: list, valid_samples: list, run: RunState, scale: float, metadata: dict,
-               resume: bool, progress: bool) -> None:
+               resume: bool, progress: bool, session_minutes: Optional[float] = None) -> None:
     """The epochs from ``run.start_epoch`` to ``config.epochs``. After each, the main process
     validates with the EMA weights, writes the checkpoints, ``metrics.json`` and the train state
     (``run.history`` gains the epoch's record) and prints one line; every process stops after the
-    epoch that exceeds ``max_minutes``, counting the minutes spent before a resume."""
+    epoch that exceeds ``max_minutes``, counting the minutes spent before a resume, before an epoch
+    that would end after ``session_minutes`` of this call (as long as the longest epoch of this
+    call), and with the ``wsd`` schedule after the decay that follows the plateau (``run.finished``)."""
     # Elapsed minutes (metric and max_minutes budget) continue those of the run before a resume.
     t_start = time.perf_counter() - 60 * run.minutes_before
+    t_session, longest = time.perf_counter(), 0.0
+    steps_per_epoch = math.ceil(len(train_samples) / config.batch_size)
+    wsd = config.optimizer.schedule == "wsd"
+    if run.finished and run.start_epoch < config.epochs:
+        if dist.is_main:
+            print(f"the run ended after epoch {run.start_epoch} ({run.finished}): no epoch run", flush=True)
+        run.start_epoch = config.epochs
     spent = resume and config.max_minutes is not None and run.minutes_before > config.max_minutes
     if spent and run.start_epoch < config.epochs:
         if dist.is_main:
@@ -155,24 +205,40 @@ def run_epochs(config: TrainConfig, dist: Distributed, out_dir: Path, potential,
                   "no epoch run; raise max_minutes to continue", flush=True)
         run.start_epoch = config.epochs  # nothing to run
     for epoch in range(run.start_epoch, config.epochs):
+        t_epoch = time.perf_counter()
         train_loss = _train_epoch(config, dist, potential, optimizer, ema, train_samples, epoch, run, scale,
                                   progress)
         potential.eval()
         if not dist.is_main:
             dist.barrier()
+            if wsd and dist.broadcast_flag(False):  # the plateau fired: the same decay on every process
+                run.plateau.fire(epoch + 1, run.step, steps_per_epoch, config.optimizer.decay_fraction)
             if dist.broadcast_flag(False):
                 break
             continue
         record = _validate_and_save(config, potential, ema, valid_samples, dist.device, out_dir, epoch, run,
                                     train_loss, optimizer, scale, metadata, t_start)
+        fired = wsd and _watch_plateau(config, run, record, epoch, steps_per_epoch)
+        if run.plateau.end_epoch is not None and epoch + 1 >= run.plateau.end_epoch:
+            run.finished = f"plateau at epoch {run.plateau.fired_at_epoch}, decay done"
+            record["stopped"] = run.finished
         run.history.append(record)
         write_json(out_dir / "metrics.json", run.history)
         save_state(out_dir / STATE_NAME, potential, optimizer, ema,
                    {"epoch": epoch + 1, "step": run.step, "best_loss": run.best_loss, "history": run.history,
                     "minutes": record["minutes"], "n_train": len(train_samples),
-                    "n_valid": len(valid_samples)})
+                    "n_valid": len(valid_samples), "plateau": run.plateau.to_dict(),
+                    "finished": run.finished})
         _print_epoch(record, epoch, config.epochs)
         dist.barrier()
-        stop = config.max_minutes is not None and (time.perf_counter() - t_start) / 60 > config.max_minutes
-        if dist.broadcast_flag(stop):
+        if wsd:
+            dist.broadcast_flag(fired)
+        now = time.perf_counter()
+        longest = max(longest, now - t_epoch)
+        stop = config.max_minutes is not None and (now - t_start) / 60 > config.max_minutes
+        session_over = session_minutes is not None and now - t_session + longest > 60 * session_minutes
+        if session_over and not run.finished and epoch + 1 < config.epochs:
+            print(f"session of {session_minutes:g} min used after epoch {epoch + 1}: the state is saved in "
+                  f"{out_dir}; the same command continues the run", flush=True)
+        if dist.broadcast_flag(stop or session_over or bool(run.finished)):
             break

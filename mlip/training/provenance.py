@@ -40,7 +40,7 @@ def file_record(path: str) -> Dict[str, object]:
     return record
 
 
-def _get(config: dict, key: str) -> Tuple[Optional[dict], str]:
+def key_holder(config: dict, key: str) -> Tuple[Optional[dict], str]:
     """(the mapping holding dotted ``key``'s last part, that part), or (None, part) when absent."""
     *parents, last = key.split(".")
     for part in parents:
@@ -54,7 +54,7 @@ def training_provenance(config: dict) -> Tuple[dict, Dict[str, dict]]:
     portable = copy.deepcopy(config)
     files = {}
     for key in FILE_KEYS + FOLDER_KEYS:
-        holder, last = _get(portable, key)
+        holder, last = key_holder(portable, key)
         if holder is None or not isinstance(holder.get(last), str):
             continue
         if key in FILE_KEYS:
@@ -85,4 +85,5 @@ def machine_paths(value) -> List[str]:
     return found
 
 
-__all__ = ["FILE_KEYS", "FOLDER_KEYS", "file_name", "file_record", "machine_paths", "training_provenance"]
+__all__ = ["FILE_KEYS", "FOLDER_KEYS", "file_name", "file_record", "key_holder", "machine_paths",
+           "training_provenance"]

@@ -8,20 +8,26 @@ Files in ``out_dir``:
 * ``train_state.safetensors``: raw weights, optimiser moments and EMA shadow, with the epoch,
   step and best loss in its JSON header, for ``resume`` (never pickled; :mod:`mlip.training.train_state`);
 * ``metrics.json``: one entry per epoch (losses, validation MAE/RMSE, learning rate, time);
-* ``config.json``: the run's :class:`TrainConfig` (JSON, which is also YAML: ``mlip train`` reads it);
+* ``config.json``: the run's :class:`TrainConfig` (JSON, which is also YAML: ``mlip train`` reads it),
+  its paths relative to the folder (``out_dir`` is ``"."``; :func:`portable_config`), so that the folder
+  can be committed and resumed on another machine or from another clone (``cd OUT_DIR && mlip train
+  config.json --resume`` runs as well);
 * ``config_changes.json``: the config changes each resume accepted (see :data:`RESUMABLE_CHANGES`).
 
-A new run refuses an ``out_dir`` that holds an earlier run unless told to ``overwrite`` it.
+A new run refuses an ``out_dir`` that holds an earlier run unless told to ``overwrite`` it. No file of
+the folder holds an absolute path of the machine (the checkpoints: :mod:`mlip.training.provenance`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from mlip.io import jsonable, read_json, write_json
 from mlip.training.config import TrainConfig
+from mlip.training.provenance import FILE_KEYS, file_record, key_holder
 
 
 STATE_NAME = "train_state.safetensors"
@@ -39,6 +45,34 @@ RESUMABLE_CHANGES = (
     "out_dir",      # where the run lives (mlip train --out-dir; a moved folder)
     "device",       # where it runs: the same optimisation on another machine
 )
+
+
+def portable_config(config: TrainConfig, out_dir: Path) -> dict:
+    """``config`` as a mapping with ``out_dir`` ``"."`` and each path of
+    :data:`~mlip.training.provenance.FILE_KEYS` that names an existing file relative to ``out_dir``
+    (another value, such as a shipped model's name, is kept): what ``config.json`` holds."""
+    data = config.to_dict()
+    data["out_dir"] = "."
+    for key in FILE_KEYS:
+        holder, last = key_holder(data, key)
+        value = holder.get(last) if holder is not None else None
+        if isinstance(value, str) and Path(value).exists():
+            holder[last] = os.path.relpath(Path(value).absolute(), Path(out_dir).absolute())
+    return data
+
+
+def _same_file(stored: str, given: str, out_dir: Path) -> bool:
+    """Whether the path ``stored`` in ``config.json`` (relative to ``out_dir``, or for a run written
+    before that, to the working folder) and the path ``given`` now (relative to ``out_dir`` too, as
+    :func:`portable_config` writes it) name the same file, or files of the same content (data moved
+    with a clone)."""
+    now = (out_dir / given).resolve()
+    candidates = [(out_dir / stored).resolve(), Path(stored).resolve()]
+    if now in candidates:
+        return True
+    digest = file_record(str(now))["sha256"]
+    return digest is not None and any(file_record(str(c))["sha256"] == digest
+                                      for c in candidates if c.is_file())
 
 
 def _flat_config(data: dict, prefix: str = "") -> dict:
@@ -86,10 +120,14 @@ def _resume_changes(config: TrainConfig, out_dir: Path) -> Dict[str, list]:
     stored = _stored_config(out_dir)
     if stored is None:
         return {}
-    old, new = _comparable(stored), _comparable(config.to_dict())
+    old, new = _comparable(stored), _comparable(portable_config(config, out_dir))
     missing = "(absent)"
     changed = {k: [old.get(k, missing), new.get(k, missing)] for k in sorted(set(old) | set(new))
                if old.get(k, missing) != new.get(k, missing)}
+    for key in FILE_KEYS:  # a path written differently, to the same data, changes nothing
+        paths = changed.get(key, [None])
+        if all(isinstance(v, str) for v in paths) and _same_file(*paths, out_dir):
+            del changed[key]
     refused = {k: v for k, v in changed.items() if k not in RESUMABLE_CHANGES}
     if refused:
         listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
@@ -135,7 +173,7 @@ def prepare_out_dir(config: TrainConfig, out_dir: Path, resume: bool, overwrite:
     if overwrite:  # nothing of the replaced run may mix with the new one
         for name in RUN_FILES + (CONFIG_NAME, CHANGES_NAME):
             (out_dir / name).unlink(missing_ok=True)
-    write_json(out_dir / CONFIG_NAME, config.to_dict())
+    write_json(out_dir / CONFIG_NAME, portable_config(config, out_dir))
     return created, changes
 
 
@@ -150,7 +188,7 @@ def record_resume(config: TrainConfig, out_dir: Path, changes: Dict[str, list], 
         write_json(out_dir / CHANGES_NAME, {"resumes": resumes})
         print(f"resuming {out_dir} with " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
               + f" (recorded in {CHANGES_NAME})", flush=True)
-    write_json(out_dir / CONFIG_NAME, config.to_dict())
+    write_json(out_dir / CONFIG_NAME, portable_config(config, out_dir))
 
 
 def remove_failed_start(out_dir: Path, created: List[Path]) -> None:

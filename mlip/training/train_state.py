@@ -15,6 +15,7 @@ import torch
 from mlip.io import atomic_write
 from mlip.training.config import TrainConfig
 from mlip.training.distributed import Distributed
+from mlip.training.plateau import PlateauState
 from mlip.training.run_dir import STATE_NAME, record_resume
 
 
@@ -70,7 +71,8 @@ def load_state(path: Path, potential, optimizer, ema) -> dict:
 @dataclass
 class RunState:
     """Where a run stands: the first epoch to run, optimiser steps taken, the best validation loss,
-    the per-epoch history, the epoch a resume started from and the minutes spent before it."""
+    the per-epoch history, the epoch a resume started from and the minutes spent before it, the plateau
+    rule's progress (``wsd`` schedule) and why the run ended, once it has (None while it may go on)."""
 
     start_epoch: int = 0
     step: int = 0
@@ -78,6 +80,8 @@ class RunState:
     history: List[dict] = field(default_factory=list)
     resumed_from: Optional[int] = None
     minutes_before: float = 0.0
+    plateau: PlateauState = field(default_factory=PlateauState)
+    finished: Optional[str] = None
 
 
 def start_or_resume(config: TrainConfig, dist: Distributed, out_dir: Path, resume: bool,
@@ -92,6 +96,7 @@ def start_or_resume(config: TrainConfig, dist: Distributed, out_dir: Path, resum
     run.start_epoch, run.step, run.best_loss = meta["epoch"], meta["step"], meta["best_loss"]
     run.resumed_from = run.start_epoch
     run.history = meta.get("history", [])
+    run.plateau, run.finished = PlateauState.from_dict(meta.get("plateau")), meta.get("finished")
     # a state written before "minutes" was stored: the last epoch's metric
     run.minutes_before = float(meta.get("minutes", run.history[-1]["minutes"] if run.history else 0.0))
     sizes = {"training": n_train, "validation": n_valid}

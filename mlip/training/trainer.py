@@ -43,10 +43,13 @@ class TrainResult:
     history: List[dict]
     epochs_run: int
     resumed_from: Optional[int] = None
+    #: why the run ended before ``epochs`` (the ``wsd`` schedule's plateau and decay), else None
+    finished: Optional[str] = None
 
 
 def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_samples: Optional[Sequence] = None,
-          resume: bool = False, progress: bool = True, overwrite: bool = False) -> TrainResult:
+          resume: bool = False, progress: bool = True, overwrite: bool = False,
+          session_minutes: Optional[float] = None) -> TrainResult:
     """Train the model described by ``config`` and write checkpoints to ``config.out_dir``.
 
     ``train_samples``/``valid_samples`` (labelled ASE Atoms) override ``config.data``. With
@@ -54,6 +57,8 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     config differs from the run's in a key not in :data:`~mlip.training.run_dir.RESUMABLE_CHANGES`). Without it, an
     ``out_dir`` holding an earlier run is refused unless ``overwrite`` (which deletes that run's
     files first). One line per epoch is printed; ``progress`` adds a progress bar over its batches.
+    ``session_minutes`` ends this call before an epoch that would end after that many minutes (the
+    state is saved after every epoch: the run continues with ``resume``).
     A new run that fails before finishing an epoch removes the ``out_dir`` it created.
     """
     config.validate()
@@ -62,7 +67,8 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
     created, changes = prepare_out_dir(config, out_dir, resume, overwrite, dist.is_main)
     dist.barrier()
     try:
-        return _train(config, dist, out_dir, train_samples, valid_samples, resume, progress, changes)
+        return _train(config, dist, out_dir, train_samples, valid_samples, resume, progress, changes,
+                      session_minutes)
     except BaseException:
         if dist.is_main and not resume:
             remove_failed_start(out_dir, created)
@@ -70,7 +76,8 @@ def train(config: TrainConfig, train_samples: Optional[Sequence] = None, valid_s
 
 
 def _train(config: TrainConfig, dist: Distributed, out_dir: Path, train_samples, valid_samples,
-           resume: bool, progress: bool, changes: Dict[str, list]) -> TrainResult:
+           resume: bool, progress: bool, changes: Dict[str, list],
+           session_minutes: Optional[float] = None) -> TrainResult:
     """The run itself (see :func:`train`): data, model, optimiser, resumed state, then the epochs."""
     progress = progress and dist.is_main
     train_samples, valid_samples = training_sets(config, train_samples, valid_samples, report=dist.is_main)
@@ -87,7 +94,8 @@ def _train(config: TrainConfig, dist: Distributed, out_dir: Path, train_samples,
                      "n_valid": len(valid_samples), "output_scale": scale, "output_scale_from": scale_kind},
     }
     run_epochs(config, dist, out_dir, potential, optimizer, ema, train_samples, valid_samples, run, scale,
-               metadata, resume, progress)
+               metadata, resume, progress, session_minutes)
     dist.close()
     return TrainResult(best=out_dir / "best.safetensors", last=out_dir / "last.safetensors",
-                       history=run.history, epochs_run=len(run.history), resumed_from=run.resumed_from)
+                       history=run.history, epochs_run=len(run.history), resumed_from=run.resumed_from,
+                       finished=run.finished)

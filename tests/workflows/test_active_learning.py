@@ -91,8 +91,10 @@ def test_two_iterations_end_to_end_from_the_command_line(inputs, tmp_path, capsy
             assert frame.info["calculator"] == "emt"
             assert np.isclose(frame.info["REF_energy"], reference.get_potential_energy(), atol=1e-6)
         # warm start: each member starts from its own weights of the previous iteration
-        trained = json.loads((folder / "training" / "member-1" / "config.json").read_text())
-        assert trained["init_from"] == str(out / f"iter-{k - 1:03d}" / "member-1.safetensors")
+        member = folder / "training" / "member-1"
+        trained = json.loads((member / "config.json").read_text())  # its paths relative to the run's folder
+        previous = out / f"iter-{k - 1:03d}" / "member-1.safetensors"
+        assert (member / trained["init_from"]).resolve() == previous.resolve()
         assert trained["seed"] == 1
         metrics = json.loads((folder / "metrics.json").read_text())
         assert metrics["labels"] == 2 * k and metrics["selected"] == 2
@@ -178,7 +180,7 @@ def test_a_loop_can_start_from_members_trained_elsewhere(inputs, tmp_path):
     assert not (tmp_path / "second" / "iter-000" / "training").exists()
     member = tmp_path / "second" / "iter-001" / "training" / "member-0"
     trained = json.loads((member / "config.json").read_text())
-    assert trained["init_from"] == str(copied) and result.labels == 2
+    assert (member / trained["init_from"]).resolve() == copied.resolve() and result.labels == 2
     # a checkpoint that cannot warm-start the configured model is refused before anything is made
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump({**TINY, "model": {**TINY["model"], "hidden": 4}}))
