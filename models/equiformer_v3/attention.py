@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -89,13 +91,16 @@ class EdgeAttention(nn.Module):
         rbf: torch.Tensor,
         envelope: torch.Tensor,
         wigner: torch.Tensor,
+        radial: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """x [N, K, C]; edge_index [2, E] (centre i, neighbor j); species [N]; rbf [E, R];
-        envelope [E]; wigner [E, K_M, K] (edge frame, m-primary rows) → [N, K, C]."""
+        envelope [E]; wigner [E, K_M, K] (edge frame, m-primary rows); ``radial`` [E, (L+1)·2C], the
+        output of ``self.radial`` when the caller evaluated it (:func:`.radial_mlp.edge_mlps`) → [N, K, C]."""
         i, j = edge_index[0], edge_index[1]
         n, e = x.shape[0], i.shape[0]
-        species_j, species_i = species.index_select(0, j), species.index_select(0, i)
-        rho = self.radial(rbf, species_j, species_i).view(e, self.lmax + 1, 2 * x.shape[2])  # [E, L+1, 2C]
+        if radial is None:
+            radial = self.radial(rbf, species.index_select(0, j), species.index_select(0, i))
+        rho = radial.view(e, self.lmax + 1, 2 * x.shape[2])  # [E, L+1, 2C]
         # [x_j ‖ x_i] gathered and rotated into the edge frame in one step (fused CUDA kernel on GPU).
         msg = gather_rotate(x, wigner, torch.stack([j, i]))  # [E, K_M, 2C]
         msg, scalars = self.so2_1(msg, radial=rho)

@@ -25,6 +25,7 @@ class TransformerBlock(nn.Module):
         (``init_grow`` appends such blocks to grow a trained model deeper)."""
         return (self.attention.project, self.feed_forward.linear_out)
 
-    def forward(self, x, edge_index, species, rbf, envelope, wigner) -> torch.Tensor:
-        x = x + self.attention(self.norm_attention(x), edge_index, species, rbf, envelope, wigner)
+    def forward(self, x, edge_index, species, rbf, envelope, wigner, radial=None) -> torch.Tensor:
+        """``radial``: the attention's edge-MLP output when the caller evaluated it (or None)."""
+        x = x + self.attention(self.norm_attention(x), edge_index, species, rbf, envelope, wigner, radial)
         return x + self.feed_forward(self.norm_feed_forward(x))

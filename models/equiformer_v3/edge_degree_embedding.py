@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -26,11 +28,14 @@ class EdgeDegreeEmbedding(nn.Module):
         self.radial = EdgeMLP(num_radial, num_embeddings, edge_channels,
                               [edge_channels, edge_channels, (lmax + 1) * channels])
 
-    def forward(self, edge_index, species, rbf, envelope, wigner, num_nodes: int) -> torch.Tensor:
+    def forward(self, edge_index, species, rbf, envelope, wigner, num_nodes: int,
+                radial: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``radial`` [E, (L+1)·C]: the output of ``self.radial`` when the caller evaluated it."""
         i, j = edge_index[0], edge_index[1]
         e = i.shape[0]
-        species_j, species_i = species.index_select(0, j), species.index_select(0, i)
-        coeff = self.radial(rbf, species_j, species_i).view(e, self.lmax + 1, self.channels)
+        if radial is None:
+            radial = self.radial(rbf, species.index_select(0, j), species.index_select(0, i))
+        coeff = radial.view(e, self.lmax + 1, self.channels)
         coeff = coeff * envelope[:, None, None]
         # The m = 0 block is the first L + 1 rows of the m-primary layout.
         m0 = torch.split(wigner, [self.lmax + 1, wigner.shape[1] - self.lmax - 1], dim=1)[0]

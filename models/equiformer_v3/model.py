@@ -16,6 +16,7 @@ from .block import TransformerBlock
 from .edge_degree_embedding import EdgeDegreeEmbedding
 from .feed_forward import FeedForward
 from .layer_norm import make_norm
+from .radial_mlp import edge_mlps
 
 
 class EquiformerV3(EnergyModel):
@@ -210,7 +211,10 @@ class EquiformerV3(EnergyModel):
         rbf, envelope, wigner = self.edge_features(edge_vectors)
         x = edge_vectors.new_zeros((n, self.num_coefficients, self.channels))
         x = torch.cat([scalars[:, None, :], x[:, 1:, :]], dim=1)
-        x = x + self.edge_degree(edge_index, species, rbf, envelope, wigner, n)
-        for block in self.blocks:
-            x = block(x, edge_index, species, rbf, envelope, wigner)
+        # every edge MLP (the edge-degree embedding's and each attention layer's) in one evaluation
+        radial = edge_mlps([self.edge_degree.radial] + [block.attention.radial for block in self.blocks], rbf,
+                           species.index_select(0, edge_index[1]), species.index_select(0, edge_index[0]))
+        x = x + self.edge_degree(edge_index, species, rbf, envelope, wigner, n, radial[0])
+        for block, block_radial in zip(self.blocks, radial[1:]):
+            x = block(x, edge_index, species, rbf, envelope, wigner, block_radial)
         return self.energy_head(self.norm_out(x)[:, 0, :]).squeeze(-1)

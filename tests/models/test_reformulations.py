@@ -17,6 +17,7 @@ from ase.build import bulk
 
 import mlip
 from mlip.models import create_model
+from mlip.models.equiformer_v3 import model as equiformer_model
 from mlip.models.equiformer_v3.radial_mlp import EdgeMLP
 from mlip.models.equiformer_v3.so2_linear import SO2Linear
 from mlip.models.platonic.attention import FrameAttention
@@ -29,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # ------------------------------------------------------------------------------ replaced forwards
 def so2_linear_reference(self, x, radial=None):
-    """SO2Linear before: W_r, W_i stacked applied to x₊ and x₋, then y₊ = W_r x₊ − W_i x₋, y₋ = W_r x₋ + W_i x₊."""
+    """SO2Linear before: W_r, W_i stacked applied to x₊ and x₋, then y₊ = W_r x₊ − W_i x₋ and
+    y₋ = W_r x₋ + W_i x₊ summed from the halves."""
     e = x.shape[0]
     n0 = self.lmax + 1
     c_in, c_out = self.in_channels, self.out_channels
@@ -99,8 +101,16 @@ def group_linear_reference(self, x):
     return y
 
 
-REFERENCES = {"equiformer_v3": [(SO2Linear, so2_linear_reference), (EdgeMLP, edge_mlp_reference)],
-              "platonic": [(FrameAttention, frame_attention_reference), (GroupLinear, group_linear_reference)]}
+def edge_mlps_reference(mlps, rbf, species_src, species_tgt):
+    """The edge MLPs before: one after another."""
+    return [edge_mlp_reference(m, rbf, species_src, species_tgt) for m in mlps]
+
+
+# per architecture: (owner, attribute, the replaced function)
+REFERENCES = {"equiformer_v3": [(SO2Linear, "forward", so2_linear_reference),
+                                (equiformer_model, "edge_mlps", edge_mlps_reference)],
+              "platonic": [(FrameAttention, "forward", frame_attention_reference),
+                           (GroupLinear, "forward", group_linear_reference)]}
 
 
 # ------------------------------------------------------------------------------------ the step
@@ -122,7 +132,8 @@ def graph_for(species, cutoff):
     first.symbols[[1, 4]] = b
     first.rattle(0.1, seed=1)
     second = bulk(b, "fcc", a=3.9) * (2, 2, 1)
-    second.set_cell(second.cell.array @ [[1.0, 0.05, 0.0], [0.0, 1.0, 0.03], [0.0, 0.0, 0.98]], scale_atoms=True)
+    shear = [[1.0, 0.05, 0.0], [0.0, 1.0, 0.03], [0.0, 0.0, 0.98]]
+    second.set_cell(second.cell.array @ shear, scale_atoms=True)
     second.rattle(0.1, seed=2)
     return mlip.batch_atoms([first, second], cutoff, dtype=torch.float64)
 
@@ -144,7 +155,8 @@ def assert_equal_to_rounding(new, old):
     # rounding noise in both: it is compared on the scale of the largest gradient
     scale = max(float(v.abs().max()) for v in old.values())
     for key in old:
-        tol = 1e-11 * max(float(old[key].abs().max()), scale if key not in ("energy", "forces", "stress") else 0)
+        floor = scale if key not in ("energy", "forces", "stress") else 0.0
+        tol = 1e-11 * max(float(old[key].abs().max()), floor)
         err = float((new[key] - old[key]).abs().max())
         assert err <= tol, f"{key}: differs by {err:.2e} (tolerance {tol:.2e})"
 
@@ -168,12 +180,12 @@ def test_a_training_step_equals_the_replaced_formulation(name, monkeypatch):
     graph = graph_for(potential.species, potential.cutoff)
     new = step_quantities(potential, graph)
     calls = []
-    for cls, reference in REFERENCES[potential.architecture]:
-        monkeypatch.setattr(cls, "forward", lambda self, *args, _ref=reference, **kwargs:
-                            calls.append(_ref) or _ref(self, *args, **kwargs))
+    for owner, attribute, reference in REFERENCES[potential.architecture]:
+        monkeypatch.setattr(owner, attribute, lambda *args, _ref=reference, **kwargs:
+                            calls.append(_ref) or _ref(*args, **kwargs))
     old = step_quantities(potential, graph)
-    # every replaced forward ran (the comparison is not vacuous), then the two agree to rounding
-    assert {ref for _, ref in REFERENCES[potential.architecture]} == set(calls)
+    # the replaced functions ran (the comparison is not vacuous), then the two agree to rounding
+    assert {ref for _, _, ref in REFERENCES[potential.architecture]} == set(calls)
     assert_equal_to_rounding(new, old)
 
 
@@ -185,3 +197,20 @@ def test_the_platonic_rotation_written_for_torch_compile_equals_the_complex_prod
     eager = step_quantities(potential, graph)
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     assert_equal_to_rounding(step_quantities(potential, graph), eager)
+
+
+def test_an_edge_mlp_on_its_own_is_the_mlp_of_the_concatenated_inputs():
+    """EdgeMLP.forward (one MLP through edge_mlps) against the replaced forward, values and gradients."""
+    torch.manual_seed(0)
+    mlp = EdgeMLP(6, 3, 8, [8, 8, 12]).double()
+    rbf = torch.randn(40, 6, dtype=torch.float64, requires_grad=True)
+    src, tgt = torch.randint(0, 3, (40,)), torch.randint(0, 3, (40,))
+    results = []
+    for forward in (EdgeMLP.forward, edge_mlp_reference):
+        mlp.zero_grad()
+        out = forward(mlp, rbf, src, tgt)
+        (g,) = torch.autograd.grad((out ** 2).sum(), rbf, create_graph=True)
+        (g ** 2).sum().backward()
+        grads = {n: p.grad.clone() for n, p in mlp.named_parameters()}
+        results.append({"out": out.detach(), "grad": g.detach(), **grads})
+    assert_equal_to_rounding(*results)
