@@ -195,9 +195,11 @@ def test_rotated_samples_carry_the_labels_of_the_rotated_structure(samples):
         assert not np.allclose(rotated.forces, sample.get_forces(), atol=1e-3)  # it did rotate
 
 
-def test_two_processes_give_the_same_update_as_one(tmp_path, samples):
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_two_processes_give_the_same_update_as_one(tmp_path, samples, schedule):
     """torchrun with 2 CPU processes (gloo) trains to the same weights as one process on the same
-    global batches (float64: only the order of floating-point sums differs)."""
+    global batches (float64: only the order of floating-point sums differs). With the wsd schedule the
+    main process's plateau decision reaches the other: the same decay, the same last epoch."""
     import subprocess
     import sys
 
@@ -209,7 +211,12 @@ def test_two_processes_give_the_same_update_as_one(tmp_path, samples):
     cfgs = {}
     for name in ("one", "two"):
         # With rotation augmentation: each structure's orientation must not depend on the process count.
-        cfg = config(tmp_path, name, epochs=2, dtype="float64", eval_dtype="float64", augment_rotations=True).to_dict()
+        # wsd: the rule fires after epoch 2 (any improvement is below 100 %), one epoch of decay follows
+        extra = dict(epochs=2) if schedule == "cosine" else dict(
+            epochs=6, optimizer=dict(lr=5e-3, ema_decay=0.5, schedule="wsd", decay_fraction=0.5),
+            plateau=dict(window=1, min_improvement=1.0))
+        cfg = config(tmp_path, name, dtype="float64", eval_dtype="float64", augment_rotations=True,
+                     **extra).to_dict()
         cfg["data"]["train"] = str(data)
         cfg["data"]["valid_fraction"] = 0.25
         cfgs[name] = tmp_path / f"{name}.yaml"
@@ -237,6 +244,7 @@ def test_two_processes_give_the_same_update_as_one(tmp_path, samples):
     la = json.loads((tmp_path / "one" / "metrics.json").read_text())
     lb = json.loads((tmp_path / "two" / "metrics.json").read_text())
     assert [h["train_loss"] for h in la] == pytest.approx([h["train_loss"] for h in lb], rel=1e-9)
+    assert len(la) == len(lb) == (2 if schedule == "cosine" else 3)
 
 
 def test_mlip_eval_reports_errors_and_a_parity_plot(tmp_path, samples, capsys):
