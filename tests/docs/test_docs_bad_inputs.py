@@ -403,6 +403,10 @@ def case_resume_without_run(tmp, monkeypatch):
     return ["train", train_config(tmp), "--resume", "--no-progress"]
 
 
+def case_session_minutes_not_positive(tmp, monkeypatch):
+    return ["train", train_config(tmp), "--session-minutes", "0"]
+
+
 def case_train_data_missing(tmp, monkeypatch):
     return ["train", train_config(tmp, data=dict(train=str(tmp / "missing.extxyz"))), "--no-progress"]
 

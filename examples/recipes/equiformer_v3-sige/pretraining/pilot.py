@@ -18,11 +18,13 @@ arm's best weights on the test split in float64 and writes the JSON record (--re
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[3]  # the repository
 ARMS = {"pretrain": [(HERE / "stage1.yaml", "teacher", 1), (HERE / "stage2.yaml", "gpaw", 1)],
         "scratch": [(HERE.parent / "stage1.yaml", "gpaw", 2)]}  # (config, labels, epochs in units of EPOCHS)
 
@@ -49,7 +51,7 @@ def run_arm(name: str, epochs: int, data_dir: Path, teacher_dir: Path, out: Path
         valid_set = read_dataset(folder[labels] / config.data.valid)
         cpu, wall = time.process_time(), time.perf_counter()
         result = train(config, train_samples=train_set, valid_samples=valid_set, progress=False)
-        stage = {"config": str(path.relative_to(HERE.parents[2])), "labels": labels, "epochs": config.epochs,
+        stage = {"config": str(path.relative_to(ROOT)), "labels": labels, "epochs": config.epochs,
                  "cpu_minutes": (time.process_time() - cpu) / 60, "wall_minutes": (time.perf_counter() - wall) / 60,
                  "best_epoch": min(result.history, key=lambda h: h["valid_loss"])["epoch"],
                  "valid_last": {k: v for k, v in result.history[-1].items() if "mae" in k}}
@@ -64,6 +66,28 @@ def run_arm(name: str, epochs: int, data_dir: Path, teacher_dir: Path, out: Path
     return record
 
 
+def _arm_record(out: Path, name: str) -> dict:
+    """The arm's record; for an arm still running (stopped by a deadline), its stage in progress: the best
+    weights so far, the epochs done and the process's CPU time so far (from OUT/ARM.pid), marked partial."""
+    path = out / f"{name}.json"
+    record = json.loads(path.read_text()) if path.is_file() else {"arm": name, "stages": []}
+    for stage in record["stages"]:  # written by a first version relative to examples/
+        stage["config"] = re.sub(r"^recipes/", "examples/recipes/", stage["config"])
+    if "best" in record:
+        return record
+    done = len(record["stages"])
+    folder = out / name / ARMS[name][done][0].stem if name == "pretrain" else out / name / "stage1"
+    epochs = len(json.loads((folder / "metrics.json").read_text()))
+    pid = (out / f"{name}.pid").read_text().split()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") / 60  # utime + stime
+    record["stages"].append({"config": str(ARMS[name][done][0].relative_to(ROOT)), "partial": True,
+                             "epochs_done": epochs,
+                             "cpu_minutes": cpu - sum(s["cpu_minutes"] for s in record["stages"])})
+    record.update(best=str((folder / "best.safetensors").relative_to(out)), cpu_minutes=cpu, partial=True)
+    return record
+
+
 def report(out: Path, data_dir: Path, results: Path, command: str) -> None:
     """Each arm's best weights on the test split (float64), beside its stages, into ``results``."""
     from mlip.checkpoint import load_potential
@@ -74,7 +98,7 @@ def report(out: Path, data_dir: Path, results: Path, command: str) -> None:
     test = read_dataset(data_dir / "sige-pbe-test.xyz")
     arms = {}
     for name in ARMS:
-        record = json.loads((out / f"{name}.json").read_text())
+        record = _arm_record(out, name)
         metrics = evaluate(load_potential(out / record["best"]), test, 8, "float64", "cpu")
         record["test"] = {k: metrics[k] for k in ("energy_mae_meV_per_atom", "forces_mae_meV_per_A",
                                                   "stress_mae_meV_per_A3")}
