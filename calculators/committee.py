@@ -3,7 +3,7 @@
 N potentials trained from different seeds (the same data, architecture and cutoff) agree where the
 training data were dense and disagree where they were thin; their spread ranks structures by how
 wrong the mean is likely to be (how well, for a committee of the package's models on EMT data, is
-measured by ``benchmarks/committee_calibration.py``, cost by ``benchmarks/committee_cost.py``).
+measured by ``benchmarks/accuracy/committee_calibration.py``, cost by ``benchmarks/speed/committee_cost.py``).
 
 Every member is evaluated on one graph (one neighbour list, one set of checks) and the gradients of all
 members are taken in one backward pass: each member gets its own position and strain leaves
@@ -147,7 +147,7 @@ class CommitteeCalculator(GraphCalculator):
         neighbor_backend: as for :class:`mlip.calculators.MLIPCalculator`.
 
     Cost: one neighbour list and one backward pass for the whole committee; the forward passes are the
-    members' own (measured by ``benchmarks/committee_cost.py``).
+    members' own (measured by ``benchmarks/speed/committee_cost.py``).
     """
 
     implemented_properties = ["energy", "free_energy", "energies", "forces", "stress", "energy_uncertainty",

@@ -210,7 +210,7 @@ class Potential(nn.Module):
         requiring it: training) it is recomputed on every call, so it stays in the graph. Otherwise
         (a calculator, whose copy of the weights is frozen, or ``torch.no_grad``) it is computed
         once per state of the weights: one forward pass fewer per call, which matters for small
-        structures (benchmarks/isolated_reference_cost.py measures it)."""
+        structures (benchmarks/speed/isolated_reference_cost.py measures it)."""
         state, trainable = self._weights_state()
         if torch.is_grad_enabled() and trainable:
             return self.isolated_model_energies(dtype)

@@ -57,18 +57,18 @@ def add_parser(subparsers) -> None:
                    help="a labelled file in the repository (path relative to it) as the card sample, "
                         "instead of the EMT generator's")
     p.add_argument("--student-vs-teacher", default=None,
-                   help="OUT/student_vs_teacher.json of benchmarks/student_vs_teacher.py for this "
+                   help="OUT/student_vs_teacher.json of benchmarks/accuracy/student_vs_teacher.py for this "
                         "model")
     p.add_argument("--student-vs-teacher-command", default=None, help="the command that produced it")
     p.add_argument("--dft-validation", default=None,
-                   help="dft_validation.json of benchmarks/dft_validation.py, this model a method")
+                   help="dft_validation.json of benchmarks/accuracy/dft_validation.py, this model a method")
     p.add_argument("--dft-validation-method", default=None, help="this model's method name in it")
-    p.add_argument("--dft-validation-command", default="benchmarks/dft_validation.py",
+    p.add_argument("--dft-validation-command", default="benchmarks/accuracy/dft_validation.py",
                    help="the command that produced it")
     p.add_argument("--mace-baseline", default=None,
-                   help="mace_baseline.json of benchmarks/mace_baseline.py, this model one --ours")
+                   help="mace_baseline.json of benchmarks/accuracy/mace_baseline.py, this model one --ours")
     p.add_argument("--mace-row", default=None, help="this model's row (its --ours; default --name)")
-    p.add_argument("--mace-baseline-command", default="benchmarks/mace_baseline.py",
+    p.add_argument("--mace-baseline-command", default="benchmarks/accuracy/mace_baseline.py",
                    help="the command that produced it")
     p.add_argument("--speed-cells", choices=sorted(MD_CELLS), default="cu-au",
                    help="the cells of the MD-step speed (default cu-au, the EMT cards')")

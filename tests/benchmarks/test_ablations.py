@@ -1,5 +1,5 @@
-"""benchmarks/ablations.py: every variant builds a valid training config and model from the EMT bases and
-from the Si–Ge ones given with --config."""
+"""benchmarks/accuracy/ablations.py: every variant builds a valid training config and model from the EMT
+bases and from the Si–Ge ones given with --config."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "ablations.py"
+SCRIPT = ROOT / "benchmarks" / "accuracy" / "ablations.py"
 SIGE = {"platonic": ROOT / "examples" / "recipes" / "platonic-sige" / "stage1.yaml",
         "equiformer": ROOT / "examples" / "recipes" / "equiformer_v3-sige" / "stage1.yaml",
         "embedded_atom": ROOT / "benchmarks" / "configs" / "embedded_atom_sige_stage1.yaml"}

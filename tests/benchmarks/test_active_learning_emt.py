@@ -1,5 +1,5 @@
-"""benchmarks/active_learning_emt.py and committee_calibration.py: every stage at smoke sizes, the record and
-the plots, a rerun that redoes nothing, and the calibration curve's bins."""
+"""benchmarks/accuracy/active_learning_emt.py and committee_calibration.py: every stage at smoke sizes, the
+record and the plots, a rerun that redoes nothing, and the calibration curve's bins."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "active_learning_emt.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "active_learning_emt.py"
 CALIBRATION = SCRIPT.parent / "committee_calibration.py"
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/dft_validation.py: every property's code path, the cache, the comparison and the JSON.
+"""benchmarks/accuracy/dft_validation.py: every property's code path, the cache, the comparison and the JSON.
 
 GPAW is too slow for a test; its path differs from the others only in the calculator the method makes
 (and is smoke-run by hand, see docs/accuracy.md). Here EMT stands in for the reference on elements
@@ -17,7 +17,7 @@ import pytest
 
 from mlip.testing.scripts import script_module
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dft_validation.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "dft_validation.py"
 
 pytestmark = pytest.mark.skipif(not SCRIPT.is_file(),
                                 reason="benchmarks/ is not beside the tests (installed tests)")
@@ -205,7 +205,7 @@ def _kept_cache_without_gpaw(dv, tmp_path, monkeypatch):
     import importlib.util
     import shutil
 
-    kept = SCRIPT.parents[1] / "examples" / "datasets" / "sige-pbe" / "dft-validation"
+    kept = SCRIPT.parents[2] / "examples" / "datasets" / "sige-pbe" / "dft-validation"
     shutil.copytree(kept / "cache", tmp_path / "cache")
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -236,7 +236,7 @@ def test_the_repository_gpaw_results_are_read_without_gpaw(dv, tmp_path, monkeyp
                       "Ge", "--properties", *properties, "--no-progress"])
     gpaw = report["methods"]["gpaw"]
     assert gpaw["evaluations"]["computed"] == 0 and gpaw["evaluations"]["cached"] > 200
-    kept = json.loads((SCRIPT.parents[1] / "examples" / "datasets" / "sige-pbe" / "dft-validation"
+    kept = json.loads((SCRIPT.parents[2] / "examples" / "datasets" / "sige-pbe" / "dft-validation"
                        / "dft_validation.json").read_text())["methods"]["gpaw"]["properties"]
     replayed, recorded = dv.scalars(gpaw["properties"]), dv.scalars(kept)
     assert set(recorded) <= set(replayed) and len(recorded) > 10

@@ -1,4 +1,4 @@
-"""benchmarks/kpoint_convergence.py: the sample, the order of the calculations, and the report's scores.
+"""benchmarks/data/kpoint_convergence.py: the sample, the order of the calculations, and the report's scores.
 
 GPAW is too slow for a test (the study itself runs for hours under mpiexec); the report is checked on
 results written here with known differences from the reference."""
@@ -17,7 +17,7 @@ from mlip.data.structures import generate_structures
 from mlip.workflows.labelling import result_id
 from mlip.workflows.sharding import write_result
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kpoint_convergence.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "kpoint_convergence.py"
 
 
 @pytest.fixture(scope="module")

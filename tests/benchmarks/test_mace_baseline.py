@@ -1,4 +1,4 @@
-"""benchmarks/mace_baseline.py's pieces that run without MACE: the timed MD cells and the table."""
+"""benchmarks/accuracy/mace_baseline.py's pieces that run without MACE: the timed MD cells and the table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "mace_baseline.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "mace_baseline.py"
 
 
 @pytest.mark.parametrize("kind, sizes, pure, guest", [("cu-au", [256, 500], "Cu", "Au"),

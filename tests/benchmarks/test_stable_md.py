@@ -1,5 +1,5 @@
-"""benchmarks/stable_md.py: the pair-distribution analysis on structures whose answer is known, and a run
-that resumes from its last finished segment."""
+"""benchmarks/accuracy/stable_md.py: the pair-distribution analysis on structures whose answer is known, and
+a run that resumes from its last finished segment."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from ase.build import bulk
 from ase.calculators.lj import LennardJones
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "stable_md.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "stable_md.py"
 
 
 def test_diamond_has_four_neighbours_at_the_bond_length(script):

@@ -1,6 +1,6 @@
-"""benchmarks/student_vs_teacher.py: EMT as the teacher and as its own student on two fcc-metal systems and
-fcc Cu; the teacher as its student scores F1 = 1, MAE within rounding and κ_SRME = 0; a rerun computes
-nothing; a run of one stage keeps the others' results; bad inputs are refused before anything runs."""
+"""benchmarks/accuracy/student_vs_teacher.py: EMT as the teacher and as its own student on two fcc-metal
+systems and fcc Cu; the teacher as its student scores F1 = 1, MAE within rounding and κ_SRME = 0; a rerun
+computes nothing; a run of one stage keeps the others' results; bad inputs are refused before anything runs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from mlip.testing.scripts import script_module
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "student_vs_teacher.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "student_vs_teacher.py"
 
 pytestmark = pytest.mark.skipif(not SCRIPT.is_file(),
                                 reason="benchmarks/ is not beside the tests (installed tests)")

@@ -1,4 +1,4 @@
-"""benchmarks/training_step.py: the recipes' training step, its stages and the profile's attribution."""
+"""benchmarks/speed/training_step.py: the recipes' training step, its stages and the profile's attribution."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "training_step.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "speed" / "training_step.py"
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "datasets" / "sige-pbe" / "card-sample.xyz"
 
 

@@ -51,7 +51,7 @@ def assert_close(got, ref, what, rtol=1e-6):
 # Compiling a network on a CPU takes minutes (the first call; later sizes reuse the dynamic-shape
 # graph), so one architecture is compiled here: the Platonic Transformer of the shipped default.
 # EquiformerV3 takes ~10 minutes to compile on 2 cores, beyond the CI budget; its compiled
-# results are checked against eager ones by benchmarks/compile_cost.py (max_rel_diff of each row),
+# results are checked against eager ones by benchmarks/speed/compile_cost.py (max_rel_diff of each row),
 # and test_every_architecture_takes_the_option prepares every architecture without compiling.
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["platonic-softmax"])

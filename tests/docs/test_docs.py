@@ -6,7 +6,7 @@ after its marker as ``.ci/run`` extracts it) and a shipped-models table whose ro
 ``docs/``, ``examples/`` and the cards resolves to a file, and ``examples/README.md`` names every example.
 Each card's training commands are its recipe in ``examples/recipes/NAME/``, stage for stage. The result
 tables of ``docs/`` quote their recorded runs in ``benchmarks/results/``: the shipped models and the
-ablations (every variant ``benchmarks/ablations.py`` defines) and MACE in ``docs/benchmarks.md``, the
+ablations (every variant ``benchmarks/accuracy/ablations.py`` defines) and MACE in ``docs/benchmarks.md``, the
 one-hour EquiformerV3 runs (whose last recipe the example files must be) in ``docs/training-recipes.md``.
 """
 
@@ -355,11 +355,11 @@ def _section(text: str, heading: str) -> str:
 @pytest.mark.parametrize("record", list(ABLATION_RUNS), ids=[p.stem for p in ABLATION_RUNS])
 def test_ablation_table_matches_the_recorded_runs(record):
     """Every variant of a recorded ablation run (``benchmarks/results/ablations-*.json``: the variants'
-    result.json and validation history) is still defined by ``benchmarks/ablations.py`` and has a row
+    result.json and validation history) is still defined by ``benchmarks/accuracy/ablations.py`` and has a row
     in its section of ``docs/benchmarks.md`` that quotes it: parameters, epochs, minutes, minutes per epoch
     and the test MAEs, to the table's rounding; so does MACE's row where the run has one. (The EMT run
     predates the embedded-atom variants; the Si–Ge run has them all.)"""
-    script = ROOT / "benchmarks" / "ablations.py"
+    script = ROOT / "benchmarks" / "accuracy" / "ablations.py"
     spec = importlib.util.spec_from_file_location("ablations", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -425,7 +425,7 @@ MACE_ROWS = {
 
 
 def test_mace_table_matches_the_recorded_run():
-    """The "Against MACE" table of ``docs/benchmarks.md`` quotes ``benchmarks/mace_baseline.py``'s
+    """The "Against MACE" table of ``docs/benchmarks.md`` quotes ``benchmarks/accuracy/mace_baseline.py``'s
     recorded run: parameters, the three test MAEs, ms per MD step at 256 and 500 atoms, and the range of
     the two costs vs MACE (the two-stage MACE's, timed in the same run as our models)."""
     records = {path: json.loads(path.read_text()) for path in {path for path, _ in MACE_ROWS.values()}}

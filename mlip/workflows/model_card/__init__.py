@@ -12,9 +12,9 @@ lists every stage and the total training time. One module per part:
   transformer with an embedded-atom term, what its network adds to the term; one MD step's speed (float32)
   on two cells; training throughput and the stages.
 * :mod:`.quotes`: the benchmark reports a card quotes: crystal properties against DFT with the targets
-  (``benchmarks/dft_validation.py``), MACE trained on the same data for the same minutes
-  (``benchmarks/mace_baseline.py``), a distilled student against its teacher
-  (``benchmarks/student_vs_teacher.py``); the miniature Matbench Discovery's metrics.
+  (``benchmarks/accuracy/dft_validation.py``), MACE trained on the same data for the same minutes
+  (``benchmarks/accuracy/mace_baseline.py``), a distilled student against its teacher
+  (``benchmarks/accuracy/student_vs_teacher.py``); the miniature Matbench Discovery's metrics.
 * :mod:`.markdown`: the card as Markdown, from the JSON (:func:`format_model_card`).
 * :mod:`.make`: the settings and :func:`make_model_card`.
 

@@ -68,13 +68,13 @@ class CardSettings:
         speed_cells: the cells of the MD-step speed (:func:`.measure.speed_structures`).
         orientation: Platonic only: ship the weights with this group orientation (e.g. ``generic``).
         average_over: Platonic only: ship the weights with this coset average (``none`` for none).
-        student_vs_teacher: ``student_vs_teacher.json`` of ``benchmarks/student_vs_teacher.py``.
+        student_vs_teacher: ``student_vs_teacher.json`` of ``benchmarks/accuracy/student_vs_teacher.py``.
         student_vs_teacher_command: the command that wrote it.
-        dft_validation: ``dft_validation.json`` of ``benchmarks/dft_validation.py``, this model a
+        dft_validation: ``dft_validation.json`` of ``benchmarks/accuracy/dft_validation.py``, this model a
             method.
         dft_validation_method: this model's method there (default: the one besides the reference).
         dft_validation_command: the command that wrote it.
-        mace_baseline: ``mace_baseline.json`` of ``benchmarks/mace_baseline.py``, this model a row.
+        mace_baseline: ``mace_baseline.json`` of ``benchmarks/accuracy/mace_baseline.py``, this model a row.
         mace_row: this model's row there (default: ``name``).
         mace_baseline_command: the command that wrote it.
         discovery: ``metrics.json`` of this model's miniature Matbench Discovery
@@ -105,10 +105,10 @@ class CardSettings:
     student_vs_teacher_command: Optional[str] = None
     dft_validation: Optional[PathLike] = None
     dft_validation_method: Optional[str] = None
-    dft_validation_command: str = "benchmarks/dft_validation.py"
+    dft_validation_command: str = "benchmarks/accuracy/dft_validation.py"
     mace_baseline: Optional[PathLike] = None
     mace_row: Optional[str] = None
-    mace_baseline_command: str = "benchmarks/mace_baseline.py"
+    mace_baseline_command: str = "benchmarks/accuracy/mace_baseline.py"
     discovery: Optional[PathLike] = None
     discovery_command: Optional[str] = None
 
@@ -138,7 +138,7 @@ def _quotes(settings: CardSettings) -> dict:
     """The card's entries quoted from benchmark reports (read before anything is measured)."""
     quoted = {}
     if settings.student_vs_teacher:
-        command = settings.student_vs_teacher_command or "benchmarks/student_vs_teacher.py"
+        command = settings.student_vs_teacher_command or "benchmarks/accuracy/student_vs_teacher.py"
         quoted["teacher"], quoted["student_discovery"] = quote_student_vs_teacher(
             Path(settings.student_vs_teacher), command, settings.reference)
     if settings.dft_validation:

@@ -52,7 +52,7 @@ def _throughput_by_model(stages: list, n_train: int) -> str:
 
 def teacher_section(teacher: dict | None) -> list:
     """The card's "Against the teacher" section (Markdown lines) from the quoted results of
-    ``benchmarks/student_vs_teacher.py``: κ, cost per call and errors against DFT; [] without
+    ``benchmarks/accuracy/student_vs_teacher.py``: κ, cost per call and errors against DFT; [] without
     them."""
     if not teacher:
         return []

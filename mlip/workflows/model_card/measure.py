@@ -127,8 +127,8 @@ def md_step_speed(potential, atoms, repeats: int = 10) -> float:
 
 #: the cells whose MD step is timed, by kind: (element, structure, a, repeat) of the pure cell, then
 #: (host, guest, structure, a, repeat) of the half-and-half solid solution
-#: (``benchmarks/mace_baseline.py --md-cells`` times the same cells, so that a card's speed and its MACE
-#: comparison are of one pair)
+#: (``benchmarks/accuracy/mace_baseline.py --md-cells`` times the same cells, so that a card's speed and
+#: its MACE comparison are of one pair)
 MD_CELLS = {"cu-au": (("Cu", "fcc", 3.61, 4), ("Cu", "Au", "fcc", 3.75, 5)),
             "si-ge": (("Si", "diamond", 5.47, 3), ("Si", "Ge", "diamond", 5.62, 4))}
 
@@ -152,7 +152,7 @@ def md_cells(kind: str = "cu-au") -> list:
 def speed_structures(kind: str = "cu-au") -> dict:
     """The two cells of the card's MD-step speed, by label. ``cu-au``: the EMT cards' fcc Cu and Cu–Au
     solid solution; ``si-ge``: the diamond Si and Si–Ge cells of :func:`md_cells` (those
-    ``benchmarks/mace_baseline.py --md-cells si-ge`` times)."""
+    ``benchmarks/accuracy/mace_baseline.py --md-cells si-ge`` times)."""
     if kind == "si-ge":
         si, sige = md_cells("si-ge")
         return {f"diamond Si, {len(si)} atoms": si, f"Si-Ge solid solution, {len(sige)} atoms": sige}

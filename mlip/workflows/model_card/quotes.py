@@ -1,7 +1,7 @@
 """What a model card quotes from the benchmark reports of its model: the crystal properties against DFT
-(``benchmarks/dft_validation.py``), the comparison with MACE trained alike
-(``benchmarks/mace_baseline.py``) and, for a distilled student, the comparison with its teacher
-(``benchmarks/student_vs_teacher.py``).
+(``benchmarks/accuracy/dft_validation.py``), the comparison with MACE trained alike
+(``benchmarks/accuracy/mace_baseline.py``) and, for a distilled student, the comparison with its teacher
+(``benchmarks/accuracy/student_vs_teacher.py``).
 
 Each ``quote_*`` reads the report as its script writes it and returns the card's entry; a report that does
 not name this model raises ``ValueError`` naming what it holds.
@@ -16,7 +16,7 @@ from typing import Any, Dict
 
 from mlip.workflows.model_card.measure import KEYS
 
-#: the crystal properties a card quotes from benchmarks/dft_validation.py: (dotted key, label, unit,
+#: the crystal properties a card quotes from benchmarks/accuracy/dft_validation.py: (dotted key, label, unit,
 #: target as a relative difference in %, or None)
 DFT_PROPERTIES = (
     ("lattice.Si.a_A", "Si lattice constant", "Å", 0.5),

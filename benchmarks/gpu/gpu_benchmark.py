@@ -1,7 +1,7 @@
 """GPU benchmark of the CUDA kernels (mlip.kernels), written to one JSON file.
 
-    python benchmarks/gpu_benchmark.py [--out gpu_check.json] [--budget 420] [--device cuda]
-    python benchmarks/gpu_benchmark.py --device cpu --tiny     # checks the script itself on a CPU
+    python benchmarks/gpu/gpu_benchmark.py [--out gpu_check.json] [--budget 420] [--device cuda]
+    python benchmarks/gpu/gpu_benchmark.py --device cpu --tiny     # checks the script itself on a CPU
 
 Sections (float32 unless stated; every time is a median over repeats, CUDA-synchronised):
 

@@ -8,7 +8,7 @@ mesh for space group 225). ASE's EMT supplies the reference forces; every model 
 κ_SRME, κ_SRE and κ_SRD per material and on average. The campaign is resumable: rerunning with the
 same ``--out-dir`` recomputes nothing. A table is printed and a bar plot saved.
 
-    python benchmarks/kappa_fcc_metals.py [--model NAME_OR_CHECKPOINT ...] [--mesh 19] [--out-dir kappa-fcc]
+    python benchmarks/accuracy/kappa_fcc_metals.py [--model NAME_OR_CHECKPOINT ...] [--mesh 19] [--out-dir kappa-fcc]
 
 Phonons only: the electronic part of a metal's conductivity, which dominates in reality, is not
 in any interatomic potential; the numbers compare force fields, not experiments.

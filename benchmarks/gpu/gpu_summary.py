@@ -1,8 +1,8 @@
-"""One line per stage of benchmarks/gpu_check.sh, read from the JSON files it wrote, and the issue 39
+"""One line per stage of benchmarks/gpu/gpu_check.sh, read from the JSON files it wrote, and the issue 39
 targets gathered into one file.
 
-    python benchmarks/gpu_summary.py STAGE OUT_DIR    # STAGE: tests, compile, benchmark, relax
-    python benchmarks/gpu_summary.py all OUT_DIR      # writes OUT_DIR/gpu_summary.json, prints targets
+    python benchmarks/gpu/gpu_summary.py STAGE OUT_DIR    # STAGE: tests, compile, benchmark, relax
+    python benchmarks/gpu/gpu_summary.py all OUT_DIR      # writes OUT_DIR/gpu_summary.json, prints targets
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Minutes per training epoch of one recipe at several batch sizes, side by side.
 
-    OMP_NUM_THREADS=2 python benchmarks/batch_size_cost.py examples/recipes/equiformer_v3-emt/stage1.yaml \
+    OMP_NUM_THREADS=2 python benchmarks/speed/batch_size_cost.py examples/recipes/equiformer_v3-emt/stage1.yaml \
         --train emt-train.xyz [--batch-sizes 4 8 16] [--rounds 3]
 
 A smaller batch gives more optimizer steps per epoch; what it costs is the time per epoch, which this
-measures: ``benchmarks/ablations.py``'s ``seconds_per_step`` (the trainer's step: forward, forces, stress,
-backward and AdamW, on the batches its first epoch starts with, scaled to the training set's mean atoms
-per batch) times the number of batches in ``mlip train``'s training split, in alternating rounds. Validation
+measures: ``benchmarks/accuracy/ablations.py``'s ``seconds_per_step`` (the trainer's step: forward, forces,
+stress, backward and AdamW, on the batches its first epoch starts with, scaled to the training set's mean
+atoms per batch) times the number of batches in ``mlip train``'s training split, in alternating rounds. Validation
 passes are not included. Prints the median minutes per epoch of each batch size and its ratio to the
 recipe's own batch size.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "accuracy"))  # ablations.py
 
 from ablations import seconds_per_step  # noqa: E402
 
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
         parser.error(f"batch sizes must be positive, got {args.batch_sizes}")
     base = read_yaml(args.config, "training config")
     config = TrainConfig.from_dict(dict(base, data=dict(base.get("data") or {}, train=args.train)))
-    # mlip train's own split (by structure group), as benchmarks/ablations.py uses it
+    # mlip train's own split (by structure group), as benchmarks/accuracy/ablations.py uses it
     samples, _ = train_valid_split(list(read_dataset(args.train)), config.data.valid_fraction, config.seed)
     n_train = len(samples)
     minutes = {b: [] for b in args.batch_sizes}

@@ -13,7 +13,7 @@ the S² grid (as in SwiGLU-S²) next to the same product with Clebsch–Gordan c
 all Gaunt paths l1 ⊗ l2 → l3 ≤ L, if e3nn is installed). Each curve is fitted with a power of L;
 a log-log plot is saved.
 
-    python benchmarks/equiformer_v3_cost.py [--sizes 108 500] [--lmax 2 3 4 6] [--plot lmax.png] [--json out.json]
+    python benchmarks/speed/equiformer_v3_cost.py [--sizes 108 500] [--lmax 2 3 4 6] [--plot lmax.png] [--json out.json]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Validation against DFT itself: crystal properties by GPAW and by each model, side by side.
 
-    mpiexec -n 2 gpaw python benchmarks/dft_validation.py -- --out dft_validation --no-progress
-    python benchmarks/dft_validation.py --out dft_validation --model equiformer_v3-sige --cache-only gpaw
+    mpiexec -n 2 gpaw python benchmarks/accuracy/dft_validation.py -- --out dft_validation --no-progress
+    python benchmarks/accuracy/dft_validation.py --out dft_validation --model equiformer_v3-sige --cache-only gpaw
 
 Every method computes every property through the same code below, given one ASE calculator per
 method (:class:`Method`): ``gpaw`` is the dataset's labeller

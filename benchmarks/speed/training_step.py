@@ -1,6 +1,6 @@
 """The Si–Ge recipes' training step beside MACE's on the same data: cost per epoch and where it goes.
 
-    python benchmarks/training_step.py --threads 2 \\
+    python benchmarks/speed/training_step.py --threads 2 \\
         --train examples/datasets/sige-pbe/work/sige-pbe-train.xyz \\
         --mace-python /work/venvs/mace/bin/python --out benchmarks/results/training-step-sige.json
 
@@ -42,7 +42,7 @@ from typing import Dict, List
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ("equiformer_v3-sige", "platonic-sige")
 STAGES = ("forward", "force backward", "parameter backward", "optimiser")
 
@@ -181,7 +181,7 @@ def time_recipes(recipes: List[Recipe], steps: int, warmup: int, rounds: int) ->
 
 def time_mace(mace_python: str, train: Path, seconds: float, threads: int) -> Dict[str, object]:
     """MACE trained ``seconds`` on ``train`` by ``mace_helper.py`` (see the module docstring)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "accuracy"))
     from mace_baseline import label_keys, mace_arguments, mace_e0s
 
     from ase.io import read
@@ -192,7 +192,8 @@ def time_mace(mace_python: str, train: Path, seconds: float, threads: int) -> Di
         args = mace_arguments(train.resolve(), Path(work) / "mace", mace_e0s("isolated", atoms),
                               label_keys(train))
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        subprocess.run([mace_python, str(ROOT / "benchmarks" / "mace_helper.py"), "train", "--budget-s",
+        helper = ROOT / "benchmarks" / "accuracy" / "mace_helper.py"
+        subprocess.run([mace_python, str(helper), "train", "--budget-s",
                         str(seconds), "--report", str(report), "--", *args], check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         result = json.loads(report.read_text())
@@ -242,7 +243,8 @@ def main(argv=None) -> int:
         print(line)
     record = {"train": Path(args.train).name, "structures": len(samples), "threads": args.threads,
               "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "torch": torch.__version__,
-              "rows": rows, "command": "python benchmarks/training_step.py " + " ".join(argv or sys.argv[1:])}
+              "rows": rows,
+              "command": "python benchmarks/speed/training_step.py " + " ".join(argv or sys.argv[1:])}
     if args.out:
         from mlip.io import write_json
 

@@ -1,6 +1,6 @@
 """Active learning against random selection on EMT (issue 57, item 3): equal label budgets, one pool.
 
-    python benchmarks/active_learning_emt.py [--work active-learning-emt] [--budgets 50 100 200 400]
+    python benchmarks/accuracy/active_learning_emt.py [--work active-learning-emt] [--budgets 50 100 200 400]
         [--per-iteration 50] [--committee 3] [--strategies uncertainty random] [--threads 2]
         [--json benchmarks/results/active-learning-emt.json] [--plot docs/active-learning-emt.png]
 
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]  # benchmarks/
 DEFAULT_JSON = ROOT / "results" / "active-learning-emt.json"
 DEFAULT_PLOT = ROOT.parent / "docs" / "active-learning-emt.png"
 ELEMENTS = ["Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt"]

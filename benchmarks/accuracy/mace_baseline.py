@@ -1,11 +1,11 @@
 """Our models next to a MACE model trained on the same data with the same wall-clock budget.
 
-    python benchmarks/mace_baseline.py --train emt-train.xyz --test emt-test.xyz --minutes 60 \\
+    python benchmarks/accuracy/mace_baseline.py --train emt-train.xyz --test emt-test.xyz --minutes 60 \\
         --mace-python /work/venvs/mace/bin/python --ours platonic-emt --ours equiformer_v3-emt --out mace-run/
 
 Run with the package's Python. MACE (mace-torch, never a dependency of this package: it pins
 e3nn 0.4.4 and installs top-level ``tests``/``scripts`` packages) lives in its own virtualenv, whose
-Python runs ``benchmarks/mace_helper.py`` in subprocesses; see benchmarks/README.md for the setup.
+Python runs ``benchmarks/accuracy/mace_helper.py`` in subprocesses; see benchmarks/README.md for the setup.
 
 1. MACE is trained with its own ``mace_run_train`` on ``--train`` (validation fraction 0.1, seed 0;
    a small CPU model by default, see ``mace_arguments``) for ``--minutes`` of wall-clock time,

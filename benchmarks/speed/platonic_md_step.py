@@ -4,7 +4,7 @@ Rattled fcc Cu supercells of 108, 500, 2048 and 4000 atoms, cutoff 5 Å, softmax
 float32 and float64, all measured side by side in this one run (machines are noisy: compare the ratios,
 not absolute times). Every step moves the atoms, so the neighbour list is rebuilt as in MD.
 
-    python benchmarks/platonic_md_step.py [--sizes 108 500 2048 4000] [--repeats 3] [--json out.json]
+    python benchmarks/speed/platonic_md_step.py [--sizes 108 500 2048 4000] [--repeats 3] [--json out.json]
 
 Prints µs/atom/step per configuration and, for linear scaling, the per-atom cost at the largest size
 divided by that at 500 atoms (≈ 1 means linear).

@@ -2,8 +2,8 @@
 a GPU: atom·steps/s of the network with its derivatives on a fixed graph, and of a full calculator
 step (neighbour list included, as in MD), side by side in one run, written to one JSON file.
 
-    python benchmarks/gpu_compile_probe.py [--atoms 100000] [--out compile_probe.json] [--budget 150]
-    python benchmarks/gpu_compile_probe.py --device cpu --atoms 64 --no-compile   # checks the script
+    python benchmarks/gpu/gpu_compile_probe.py [--atoms 100000] [--out compile_probe.json] [--budget 150]
+    python benchmarks/gpu/gpu_compile_probe.py --device cpu --atoms 64 --no-compile   # checks the script
 
 The compiled network is the user option's (``mlip.calculators.compiled_network``: dynamic shapes,
 autograd outside). Its results are checked against the eager ones before it is timed, and its first

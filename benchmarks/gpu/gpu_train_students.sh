@@ -2,7 +2,7 @@
 # One device run for issue 38: the CHGNet students trained side by side on the GPU, each for MINUTES
 # (examples/recipes/train_on_budget.py: the epochs that fit), their folders tarred into $OUT.
 #
-#   bash benchmarks/gpu_train_students.sh DATA_DIR MINUTES [MODEL ...]   # MODEL: equiformer_v3, platonic
+#   bash benchmarks/gpu/gpu_train_students.sh DATA_DIR MINUTES [MODEL ...]   # MODEL: equiformer_v3, platonic
 #
 # DATA_DIR holds chem-chgnet-train.xyz and chem-chgnet-valid.xyz (or .gz; examples/recipes/
 # equiformer_v3-chgnet/README.md makes them), inside the working tree so that it travels with it.
@@ -12,7 +12,7 @@
 # package itself into /tmp/site, outside the checkout (whose mlip/ would shadow the installed one).
 # DEVICE=cpu runs the same on a CPU (a smoke run with a tiny MINUTES). Default models: equiformer_v3.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DATA_DIR=$(realpath "${1:?usage: gpu_train_students.sh DATA_DIR MINUTES [MODEL ...]}")
 MINUTES=${2:?usage: gpu_train_students.sh DATA_DIR MINUTES [MODEL ...]}
 shift 2

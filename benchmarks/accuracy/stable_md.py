@@ -1,8 +1,8 @@
 """Stable simulation as a criterion: long NVT of 216-atom silicon in the crystal (300 K) and the liquid
 (1,800 K), then NVE, and the liquid's structure against published first-principles and diffraction data.
 
-    python benchmarks/stable_md.py --model equiformer_v3-sige --out work/stable-md [--ps 50] [--threads 2]
-    python benchmarks/stable_md.py --model equiformer_v3-sige --out work/stable-md --report \\
+    python benchmarks/accuracy/stable_md.py --model equiformer_v3-sige --out work/stable-md [--ps 50] [--threads 2]
+    python benchmarks/accuracy/stable_md.py --model equiformer_v3-sige --out work/stable-md --report \\
         --json benchmarks/results/stable-md-equiformer_v3-sige.json --plot docs/stable-md-equiformer_v3-sige.png
 
 Protocol (issue 57, item 5), for each temperature T:

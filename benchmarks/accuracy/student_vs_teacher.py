@@ -1,8 +1,8 @@
 """A distilled student against its teacher: held-out errors, a miniature Matbench Discovery, κ and cost.
 
-    python benchmarks/student_vs_teacher.py --student path/to/student.json --teacher chgnet --out svt
-    python benchmarks/student_vs_teacher.py --student chgnet --teacher chgnet --out svt-self -n 40  # plumbing
-    python benchmarks/student_vs_teacher.py --student equiformer_v3-emt --teacher emt --out svt-emt \\
+    python benchmarks/accuracy/student_vs_teacher.py --student path/to/student.json --teacher chgnet --out svt
+    python benchmarks/accuracy/student_vs_teacher.py --student chgnet --teacher chgnet --out svt-self -n 40  # plumbing
+    python benchmarks/accuracy/student_vs_teacher.py --student equiformer_v3-emt --teacher emt --out svt-emt \\
         --systems Cu-Au Cu-Pt -n 30 --kappa-compounds Cu:fcc:3.61 Au:fcc:4.08
 
 Stages (``--stages``, default all; each resumable, a rerun recomputes nothing that is done):
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmarks' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "speed"))  # platonic_md_step.py
 
 JSON_NAME = "student_vs_teacher.json"
 #: the date of the submission files (fixed, so that reruns rewrite the same files)

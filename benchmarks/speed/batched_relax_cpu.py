@@ -1,6 +1,6 @@
 """The miniature Matbench Discovery benchmark relaxed one at a time and in torch-sim batches, in one run.
 
-    python benchmarks/batched_relax_cpu.py --model default -n 300 --batch-size 32 --out-dir bench-relax
+    python benchmarks/speed/batched_relax_cpu.py --model default -n 300 --batch-size 32 --out-dir bench-relax
     # needs Python >= 3.12 with pip install -e '.[torchsim,discovery]'
 
 Both paths relax the same candidates of the same benchmark (``mlip discovery emt-benchmark``) with the
@@ -59,7 +59,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--out-dir", default="bench-relax", help="work folder (reused: finished relaxations resume)")
-    p.add_argument("--json", default=str(Path(__file__).parent / "results" / "batched_relax_cpu.json"))
+    p.add_argument("--json",
+                   default=str(Path(__file__).resolve().parents[1] / "results" / "batched_relax_cpu.json"))
     p.add_argument("--label", default="run")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args()

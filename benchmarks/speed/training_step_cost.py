@@ -1,7 +1,7 @@
 """Training-step cost of a recipe's stage-1 model against its size and optional settings, side by side.
 
-    OMP_NUM_THREADS=1 python benchmarks/training_step_cost.py --train emt-train.xyz       # the Platonic sizes
-    OMP_NUM_THREADS=2 python benchmarks/training_step_cost.py --train emt-train.xyz \
+    OMP_NUM_THREADS=1 python benchmarks/speed/training_step_cost.py --train emt-train.xyz       # the Platonic sizes
+    OMP_NUM_THREADS=2 python benchmarks/speed/training_step_cost.py --train emt-train.xyz \
         --recipe equiformer_v3-hour --steps 20 --warmup 5 --rounds 3
 
 Each row is the recipe's stage-1 config (``--recipe platonic``: ``benchmarks/configs/platonic_emt_stage1.yaml``,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "accuracy"))  # ablations.py
 from ablations import BASES, ROOT, seconds_per_step  # noqa: E402
 
 PLATONIC = BASES["platonic"]  # the earlier Platonic stage 1 (benchmarks/configs/platonic_emt_stage1.yaml)

@@ -6,7 +6,7 @@ computes it once per state of the weights; training recomputes it every step. Th
 run and alternating, the calculator as shipped (cached) and with the cache cleared before every call (the
 cost without caching), on rattled fcc Cu cells, energy + forces + stress per call, and prints the ratio.
 
-    python benchmarks/isolated_reference_cost.py [--model equiformer_v3-emt] [--sizes 1 2 3] [--repeats 25]
+    python benchmarks/speed/isolated_reference_cost.py [--model equiformer_v3-emt] [--sizes 1 2 3] [--repeats 25]
 """
 
 from __future__ import annotations

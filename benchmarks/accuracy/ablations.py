@@ -1,9 +1,9 @@
 """Architecture ablations with the training pipeline: same data, same wall-clock budget per variant.
 
-    python benchmarks/ablations.py --train emt-train.xyz --test emt-test.xyz --minutes 8 --out ablations
-    python benchmarks/ablations.py ... --only eqv3-gate eqv3-separate     # a subset (e.g. one per core)
-    python benchmarks/ablations.py --out ablations --report                # the table of finished variants
-    python benchmarks/ablations.py --train sige-pbe-train.xyz --valid sige-pbe-valid.xyz --n-train 0 \
+    python benchmarks/accuracy/ablations.py --train emt-train.xyz --test emt-test.xyz --minutes 8 --out ablations
+    python benchmarks/accuracy/ablations.py ... --only eqv3-gate eqv3-separate     # a subset (e.g. one per core)
+    python benchmarks/accuracy/ablations.py --out ablations --report                # the table of finished variants
+    python benchmarks/accuracy/ablations.py --train sige-pbe-train.xyz --valid sige-pbe-valid.xyz --n-train 0 \
         --test sige-pbe-test.xyz --minutes 60 --out ablations-sige \
         --config platonic=examples/recipes/platonic-sige/stage1.yaml \
         --config equiformer=examples/recipes/equiformer_v3-sige/stage1.yaml \
@@ -22,7 +22,7 @@ schedule ends near the budget (``max_minutes`` stops it in any case). Results go
 (written when the variant finishes, so a rerun skips it; a variant killed after an epoch resumes there)
 and the table to ``OUT/ablations.md``;
 ``--mace OUT/mace_baseline.json`` adds the row of MACE trained on the same files for the same minutes
-(``benchmarks/mace_baseline.py``).
+(``benchmarks/accuracy/mace_baseline.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: the stage-1 config each variant starts from, by architecture (``--config KIND=PATH`` replaces one)
 BASES = {"platonic": ROOT / "benchmarks" / "configs" / "platonic_emt_stage1.yaml",
          "equiformer": ROOT / "benchmarks" / "configs" / "equiformer_v3_emt_stage1.yaml",
@@ -165,13 +165,13 @@ def finished(out: Path) -> list:
 
 
 def mace_entry(path: Path) -> dict:
-    """MACE's entry of a ``benchmarks/mace_baseline.py`` JSON."""
+    """MACE's entry of a ``benchmarks/accuracy/mace_baseline.py`` JSON."""
     return next(r for r in json.loads(Path(path).read_text())["models"] if r["model"] == "MACE")
 
 
 def mace_row(path: Path) -> str:
-    """The ablation table's row of MACE from a ``benchmarks/mace_baseline.py`` JSON (its training loop's
-    minutes and epochs, its test errors; trained on the same files for the same minutes)."""
+    """The ablation table's row of MACE from a ``benchmarks/accuracy/mace_baseline.py`` JSON (its training
+    loop's minutes and epochs, its test errors; trained on the same files for the same minutes)."""
     mace = mace_entry(path)
     budget, t = mace["training"], mace["test"]
     minutes, epochs = budget["train_loop_s"] / 60, budget["epochs_equivalent"]

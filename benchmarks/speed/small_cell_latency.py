@@ -1,6 +1,6 @@
 """Latency of one energy + forces + stress call on small cells: every shipped model against ASE's EMT.
 
-    python benchmarks/small_cell_latency.py [--rounds 5] [--repeats 20] [--threads 1]
+    python benchmarks/speed/small_cell_latency.py [--rounds 5] [--repeats 20] [--threads 1]
         [--label after] [--json benchmarks/results/small_cell_latency.json] [--models NAME ...]
         [--compile NAME ...]
 
@@ -51,7 +51,7 @@ from mlip.io import read_json, write_json
 SIZES = {4: (1, 1, 1), 8: (2, 1, 1), 16: (2, 2, 1)}
 TARGET_MS = 10.0
 TRANSFORMERS = ("equiformer_v3-emt", "platonic-emt")
-DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "small_cell_latency.json"
+DEFAULT_JSON = Path(__file__).resolve().parents[1] / "results" / "small_cell_latency.json"
 
 
 def structure(n_atoms: int, seed: int = 0):

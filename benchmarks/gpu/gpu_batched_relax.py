@@ -1,7 +1,7 @@
 """Batched relaxation throughput (structures per minute) through torch-sim, when it is installed.
 
-    python benchmarks/gpu_batched_relax.py [--structures 2000] [--seconds 45] [--out batched_relax.json]
-    python benchmarks/gpu_batched_relax.py --device cpu --structures 4 --steps 5   # checks the script
+    python benchmarks/gpu/gpu_batched_relax.py [--structures 2000] [--seconds 45] [--out batched_relax.json]
+    python benchmarks/gpu/gpu_batched_relax.py --device cpu --structures 4 --steps 5   # checks the script
 
 Relaxes rattled, strained small fcc cells (4 to 16 atoms, the size of Matbench Discovery's WBM
 structures) with :func:`mlip.workflows.discovery.batched_relax.relax_batched` (FIRE on a Fréchet cell filter,

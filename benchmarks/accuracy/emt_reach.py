@@ -15,7 +15,7 @@ of the generator's dimer range (1.9–4.5 Å) and beyond, over all 28 element pa
 and exact isolated-atom energies must give zero binding from R on, so a dimer still bound there is
 out of its reach.
 
-    python benchmarks/emt_reach.py [DATA.xyz] [-n 300] [--radii 5.0 5.5 6.0]
+    python benchmarks/accuracy/emt_reach.py [DATA.xyz] [-n 300] [--radii 5.0 5.5 6.0]
 """
 
 from __future__ import annotations

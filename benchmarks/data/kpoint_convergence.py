@@ -1,10 +1,10 @@
 """Brillouin-zone sampling of a GPAW dataset: which k-point rule converges the labels, and at what cost.
 
-    python benchmarks/kpoint_convergence.py sample examples/datasets/sige-pbe/sige-structures.xyz \\
+    python benchmarks/data/kpoint_convergence.py sample examples/datasets/sige-pbe/sige-structures.xyz \\
         -o examples/datasets/sige-pbe/kpoint-study/sample.xyz
-    mpiexec -n 2 gpaw python benchmarks/kpoint_convergence.py -- run \\
+    mpiexec -n 2 gpaw python benchmarks/data/kpoint_convergence.py -- run \\
         examples/datasets/sige-pbe/kpoint-study/sample.xyz --out examples/datasets/sige-pbe/kpoint-study
-    python benchmarks/kpoint_convergence.py report examples/datasets/sige-pbe/kpoint-study \\
+    python benchmarks/data/kpoint_convergence.py report examples/datasets/sige-pbe/kpoint-study \\
         --structures examples/datasets/sige-pbe/sige-structures.xyz --run examples/datasets/sige-pbe/run \\
         -o benchmarks/results/kpoint-convergence-sige.json
 

@@ -1,6 +1,6 @@
 """How well a committee's uncertainty ranks its errors: predicted against actual force error, per structure.
 
-    python benchmarks/committee_calibration.py --members M0.safetensors M1.safetensors ... --heldout FILE
+    python benchmarks/accuracy/committee_calibration.py --members M0.safetensors M1.safetensors ... --heldout FILE
         [--label NAME] [--json benchmarks/results/committee-calibration-emt.json]
         [--plot docs/committee-calibration.png] [--bins 8]
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]  # benchmarks/
 DEFAULT_JSON = ROOT / "results" / "committee-calibration-emt.json"
 DEFAULT_PLOT = ROOT.parent / "docs" / "committee-calibration.png"
 

@@ -2,8 +2,8 @@
 for the shipped models at 16, 64 and 512 atoms on the CPU, one thread and two, side by side in one
 run, written to one JSON file.
 
-    python benchmarks/compile_cost.py [--threads 1 2] [--sizes 16 64 512] [--out results/compile_cpu.json]
-    python benchmarks/compile_cost.py --smoke      # one tiny model, 8 atoms, one thread (checks the script)
+    python benchmarks/speed/compile_cost.py [--threads 1 2] [--sizes 16 64 512] [--out results/compile_cpu.json]
+    python benchmarks/speed/compile_cost.py --smoke      # one tiny model, 8 atoms, one thread (checks the script)
 
 Each thread count runs in its own process (the compiled CPU kernels are built for the thread count
 torch uses when they compile, so one process cannot measure two). In each process every model gets
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds-per-size", type=float, default=20.0,
                         help="time for the alternating calls of one model at one size (default: %(default)s)")
     parser.add_argument("--max-repeats", type=int, default=30)
-    parser.add_argument("--out", default=str(HERE / "results" / "compile_cpu.json"))
+    parser.add_argument("--out", default=str(HERE.parent / "results" / "compile_cpu.json"))
     parser.add_argument("--smoke", action="store_true", help="a tiny model, 8 atoms, one thread, not written")
     parser.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

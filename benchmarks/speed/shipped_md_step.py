@@ -1,6 +1,6 @@
 """Cost of one MD step (energy + forces + stress, float32) of shipped models and checkpoints, side by side.
 
-    python benchmarks/shipped_md_step.py [MODEL ...] [--rounds 3] [--repeats 10] [--threads 1] [--json out.json]
+    python benchmarks/speed/shipped_md_step.py [MODEL ...] [--rounds 3] [--repeats 10] [--threads 1] [--json out.json]
 
 MODEL is a shipped name (``equiformer_v3-emt``, ...) or a checkpoint path; by default every trained model
 the package ships. The structures are the model cards' (``mlip card``): a 256-atom fcc Cu

@@ -2,27 +2,27 @@
 # The one prepared GPU check (issues 6 and 39): at most 8 minutes of wall time (the stages' limits
 # add up to 470 s), so a 15-minute device lease leaves room to start the machine and rerun once.
 #
-#   bash benchmarks/gpu_check.sh               # on the GPU machine; everything under $OUT (or ./gpu_out)
-#   bash benchmarks/gpu_check.sh --cpu-smoke   # checks every stage on a CPU with tiny sizes (~2 minutes)
+#   bash benchmarks/gpu/gpu_check.sh               # on the GPU machine; everything under $OUT (or ./gpu_out)
+#   bash benchmarks/gpu/gpu_check.sh --cpu-smoke   # checks every stage on a CPU with tiny sizes (~2 minutes)
 #
 # Stages (each prints one line and writes JSON under $OUT; its full output goes to $OUT/<stage>.log):
 #   env        torch, CUDA, CuPy, whether mlip's kernels load (gpu_env.txt)
 #   tests      the GPU tests (kernels, neighbour lists on CUDA)                       80 s hard
-#   compile    benchmarks/gpu_compile_probe.py: Platonic at 100k atoms, eager and compiled
+#   compile    benchmarks/gpu/gpu_compile_probe.py: Platonic at 100k atoms, eager and compiled
 #              (MLIPCalculator(compile=True), dynamic shapes), the network on a fixed graph and the full
 #              calculator step (target 1e6 atom·steps/s); first, as compiling takes the longest   220 s hard
-#   benchmark  benchmarks/gpu_benchmark.py: neighbour lists (100k atoms, the 512 × 64-atom batch,
+#   benchmark  benchmarks/gpu/gpu_benchmark.py: neighbour lists (100k atoms, the 512 × 64-atom batch,
 #              target < 1 ms), the EquiformerV3 layer with and without the eSCN kernels (target
 #              >= 1.5×), calculator steps                                   90 s of measurements, 120 s hard
-#   relax      benchmarks/gpu_batched_relax.py: batched relaxation through torch-sim (target 1e4
+#   relax      benchmarks/gpu/gpu_batched_relax.py: batched relaxation through torch-sim (target 1e4
 #              structures per minute), or "not installed" without mlip.integrations.torchsim    50 s hard
 #   summary    gpu_summary.json: the stage lines and the targets
 #
 # Needs only the repository and what the GPU machine already has (torch with CUDA, cupy-cuda12x/13x,
 # ase, safetensors, optionally vesin): it installs nothing. When mlip is not installed, the checkout is
-# made importable by benchmarks/gpu_bootstrap.py. Python is $PYTHON (default python3).
+# made importable by benchmarks/gpu/gpu_bootstrap.py. Python is $PYTHON (default python3).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT_DIR="${OUT:-./gpu_out}"
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
@@ -38,13 +38,13 @@ stage() {  # stage NAME SECONDS COMMAND...: run with a hard limit, log to $OUT/N
     local rc=$?
     local took=$(( $(date +%s) - t0 ))
     local summary
-    summary=$("$PY" benchmarks/gpu_summary.py "$name" "$OUT_DIR" 2>&1 | tail -1)
+    summary=$("$PY" benchmarks/gpu/gpu_summary.py "$name" "$OUT_DIR" 2>&1 | tail -1)
     [ $rc -eq 124 ] && summary="TIMED OUT after $limit s; $summary"
     echo "[$name] rc=$rc ${took}s: $summary"
 }
 
 "$PY" - > "$OUT_DIR/gpu_env.txt" 2>&1 <<'PY'
-import sys; sys.path.insert(0, "benchmarks")
+import sys; sys.path.insert(0, "benchmarks/gpu")
 import gpu_bootstrap, torch, mlip.kernels as mk
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-", "python", sys.version.split()[0])
@@ -66,7 +66,7 @@ fi
 
 stage tests 80 "$PY" - "$OUT_DIR" <<'PY'
 import importlib.util, json, sys, time
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, "benchmarks/gpu")
 import gpu_bootstrap, pytest
 out = sys.argv[1]
 t = time.time()
@@ -77,13 +77,13 @@ rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", "-k", "gpu or cuda", "t
 json.dump({"pytest_exit_code": int(rc), "seconds": time.time() - t}, open(f"{out}/gpu_tests.json", "w"))
 PY
 
-stage compile 220 "$PY" benchmarks/gpu_compile_probe.py "${DEV[@]}" "${COMPILE[@]}" \
+stage compile 220 "$PY" benchmarks/gpu/gpu_compile_probe.py "${DEV[@]}" "${COMPILE[@]}" \
     --out "$OUT_DIR/compile_probe.json"
-stage benchmark 120 "$PY" benchmarks/gpu_benchmark.py "${DEV[@]}" "${BENCH[@]}" \
+stage benchmark 120 "$PY" benchmarks/gpu/gpu_benchmark.py "${DEV[@]}" "${BENCH[@]}" \
     --out "$OUT_DIR/gpu_check.json" --tests "$OUT_DIR/gpu_tests.json"
-stage relax 50 "$PY" benchmarks/gpu_batched_relax.py "${DEV[@]}" "${RELAX[@]}" \
+stage relax 50 "$PY" benchmarks/gpu/gpu_batched_relax.py "${DEV[@]}" "${RELAX[@]}" \
     --out "$OUT_DIR/batched_relax.json"
 
-"$PY" benchmarks/gpu_summary.py all "$OUT_DIR" > "$OUT_DIR/summary.log" 2>&1
+"$PY" benchmarks/gpu/gpu_summary.py all "$OUT_DIR" > "$OUT_DIR/summary.log" 2>&1
 echo "[summary] $(tr '\n' ' ' < "$OUT_DIR/summary.log" | tr -s ' ')"
 echo "gpu_check.sh: total $(( $(date +%s) - start )) s, results in $OUT_DIR"

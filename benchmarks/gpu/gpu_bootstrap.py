@@ -5,7 +5,7 @@ calculators/ and kernels/ are the subpackages mlip.models, mlip.calculators and 
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 try:
     import mlip.models  # noqa: F401  (installed, e.g. pip install -e .)
 except ImportError:

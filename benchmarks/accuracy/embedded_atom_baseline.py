@@ -1,6 +1,6 @@
 """How far the embedded-atom term alone gets on EMT data: a baseline for the two transformers.
 
-    python benchmarks/embedded_atom_baseline.py --train emt-train.xyz --test emt-test.xyz \\
+    python benchmarks/accuracy/embedded_atom_baseline.py --train emt-train.xyz --test emt-test.xyz \\
         [--minutes 20] [--epochs 40] [--lr 0.01] [--cutoff 6.0] [--[no-]log-densities] [--out embedded-atom-run/]
 
 Trains the ``embedded_atom`` architecture (:class:`mlip.models.embedded_atom.EmbeddedAtomModel`: nothing
@@ -51,7 +51,7 @@ def main() -> None:
     from mlip.io import read_yaml
 
     # The settings of the shipped recipe's first stage, with this script's overrides.
-    recipe = Path(__file__).resolve().parents[1] / "examples" / "recipes" / "platonic-emt"
+    recipe = Path(__file__).resolve().parents[2] / "examples" / "recipes" / "platonic-emt"
     settings = read_yaml(recipe / "stage1.yaml", "training config")
     if args.cutoff is not None:
         settings["model"]["cutoff"] = args.cutoff

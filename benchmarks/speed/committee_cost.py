@@ -1,6 +1,6 @@
 """Cost of one committee call beside one model's: what the uncertainty of ``CommitteeCalculator`` costs.
 
-    python benchmarks/committee_cost.py [--models embedded-atom-emt equiformer_v3-emt] [--members 2 4]
+    python benchmarks/speed/committee_cost.py [--models embedded-atom-emt equiformer_v3-emt] [--members 2 4]
         [--sizes 16 108] [--rounds 3] [--repeats 10] [--threads 1]
         [--json benchmarks/results/committee_cost.json]
 
@@ -35,7 +35,7 @@ from mlip.calculators import CommitteeCalculator, MLIPCalculator
 from mlip.io import write_json
 from mlip.pretrained import load_potential
 
-DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "committee_cost.json"
+DEFAULT_JSON = Path(__file__).resolve().parents[1] / "results" / "committee_cost.json"
 
 
 def structure(n_atoms: int, seed: int = 0):
