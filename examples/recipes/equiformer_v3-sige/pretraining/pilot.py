@@ -105,11 +105,16 @@ def report(out: Path, data_dir: Path, results: Path, command: str) -> None:
         arms[name] = record
         print(f"{name}: {record['cpu_minutes']:.1f} CPU min; test MAE " +
               ", ".join(f"{k} {v:.2f}" for k, v in record["test"].items()), flush=True)
-    write_json(results, {"what": "pilot: pre-training on SevenNet-0 labels + fine-tuning on GPAW labels against "
-                                 "training on GPAW labels from scratch, equal epochs (about equal CPU time), "
-                                 "equiformer_v3-sige recipe, v1 split, one thread per arm",
-                         "test_split": "sige-pbe-test.xyz (v1, 100 structures), float64",
-                         "command": command, "arms": arms})
+    epochs = arms["pretrain"]["stages"][0].get("epochs", "EPOCHS")
+    commands = [f"python {HERE.relative_to(ROOT)}/teacher_labels.py {data_dir} --out-dir out/pretraining"]
+    commands += [f"OMP_NUM_THREADS=1 python {HERE.relative_to(ROOT)}/pilot.py arm {name} --epochs {epochs} &"
+                 for name in ARMS] + [command]
+    write_json(results, {"what": "pilot (one seed, one run per arm): pre-training on SevenNet-0 labels + fine-tuning "
+                                 "on GPAW labels against training on GPAW labels from scratch, equal epochs "
+                                 "(about equal process CPU time), equiformer_v3-sige recipe at full size, v1 "
+                                 "split, the two arms side by side at one thread each",
+                         "test_split": "sige-pbe-test.xyz (v1, 100 structures), float64, best (EMA) weights",
+                         "commands": commands, "arms": arms})
 
 
 def main(argv=None) -> int:
