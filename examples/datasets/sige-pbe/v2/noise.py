@@ -22,7 +22,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SET = HERE.parent
-sys.path.insert(0, str(SET.parents[2] / "benchmarks"))
+sys.path.insert(0, str(SET.parents[2] / "benchmarks" / "data"))
 
 from kpoint_convergence import errors, structure_dependent  # noqa: E402
 
