@@ -128,7 +128,7 @@ if want mace && [ ! -f mace/mace_baseline.json ]; then
         say "mace: MACE $minutes min, then errors and MD-step cost of all three"
         keep=()
     fi
-    python "$root/benchmarks/mace_baseline.py" --train sige-pbe-train.xyz --test sige-pbe-test.xyz \
+    python "$root/benchmarks/accuracy/mace_baseline.py" --train sige-pbe-train.xyz --test sige-pbe-test.xyz \
         --minutes "$minutes" --mace-python "$mace_python" --md-cells si-ge --threads 2 --out mace \
         --mace-extra="$mace_loss" "${keep[@]}" \
         --ours equiformer_v3-sige/equiformer_v3-sige.safetensors \
@@ -137,7 +137,7 @@ fi
 
 if want gpaw; then
     say "gpaw: the reference's crystal properties (cached in $here/dft-validation)"
-    mpiexec -n 2 gpaw python "$root/benchmarks/dft_validation.py" -- --out "$here/dft-validation" \
+    mpiexec -n 2 gpaw python "$root/benchmarks/accuracy/dft_validation.py" -- --out "$here/dft-validation" \
         --methods gpaw --elements Si Ge --properties "${properties[@]}" --no-progress
 fi
 
@@ -145,7 +145,7 @@ if want validate && [ ! -f validation/dft_validation.json ]; then
     say "validate: both models against GPAW's cache, and their κ(300 K)"
     mkdir -p validation
     cp -r "$here/dft-validation/cache" validation/
-    python "$root/benchmarks/dft_validation.py" --out validation --methods gpaw --cache-only gpaw \
+    python "$root/benchmarks/accuracy/dft_validation.py" --out validation --methods gpaw --cache-only gpaw \
         --model equiformer_v3-sige/equiformer_v3-sige.safetensors \
         --model platonic-sige/platonic-sige.safetensors \
         --elements Si Ge --properties "${properties[@]}" kappa --no-progress
@@ -179,18 +179,18 @@ if want ablations; then
           --config "platonic=$root/examples/recipes/platonic-sige/stage1.yaml"
           --config "equiformer=$root/examples/recipes/equiformer_v3-sige/stage1.yaml"
           --config "embedded_atom=$root/benchmarks/configs/embedded_atom_sige_stage1.yaml")
-    (OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
+    (OMP_NUM_THREADS=1 python "$root/benchmarks/accuracy/ablations.py" "${args[@]}" \
         --only platonic-T-softmax platonic-O-softmax platonic-T-linear platonic-T-average-I \
         > ablations-a.log 2>&1
-     [ -f ablations/mace/mace_baseline.json ] || python "$root/benchmarks/mace_baseline.py" \
+     [ -f ablations/mace/mace_baseline.json ] || python "$root/benchmarks/accuracy/mace_baseline.py" \
         --train sige-pbe-train.xyz --test sige-pbe-test.xyz --minutes "$minutes" --mace-python "$mace_python" \
         --md-cells si-ge --threads 1 --out ablations/mace --mace-extra="$mace_loss" \
         > ablations-mace.log 2>&1) &
-    OMP_NUM_THREADS=1 python "$root/benchmarks/ablations.py" "${args[@]}" \
+    OMP_NUM_THREADS=1 python "$root/benchmarks/accuracy/ablations.py" "${args[@]}" \
         --only eqv3-swiglu-merged eqv3-gate-merged eqv3-swiglu-separate eqv3-embedded-atom embedded-atom \
         > ablations-b.log 2>&1
     wait
-    python "$root/benchmarks/ablations.py" --out ablations --report --mace ablations/mace/mace_baseline.json \
+    python "$root/benchmarks/accuracy/ablations.py" --out ablations --report --mace ablations/mace/mace_baseline.json \
         --plot ablations/ablations.png
 fi
 say "done: $steps"
