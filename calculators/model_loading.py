@@ -19,7 +19,6 @@ untrained).
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import warnings
@@ -53,14 +52,9 @@ def accepted_forms() -> str:
 
 
 def _calculator_from_import_path(spec: str) -> BaseCalculator:
-    module_name, attr = spec.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"model {spec!r}: cannot import module {module_name!r} ({err})") from None
-    if not hasattr(module, attr):
-        raise ValueError(f"model {spec!r}: module {module_name!r} has no attribute {attr!r}")
-    return _calculator_from_class(getattr(module, attr), spec)
+    from mlip.import_paths import import_object
+
+    return _calculator_from_class(import_object(spec, "model"), spec)
 
 
 def _calculator_from_class(cls, label: str) -> BaseCalculator:

@@ -122,7 +122,7 @@ def test_resolve_calculator_accepts_all_forms(tmp_path, one_thread):
         ("no/such/model.safetensors", FileNotFoundError, ["does not exist", "platonic-untrained"]),
         ("missing.safetensors", FileNotFoundError, ["does not exist"]),
         ("no_such_module_xyz:Calc", ValueError, ["cannot import", "no_such_module_xyz"]),
-        ("ase.calculators.emt:NoSuchClass", ValueError, ["no attribute", "NoSuchClass"]),
+        ("ase.calculators.emt:NoSuchClass", ValueError, ["NoSuchClass in ase.calculators.emt is not defined"]),
         ("ase.atoms:Atoms", ValueError, ["not an ASE calculator class"]),
     ],
 )
