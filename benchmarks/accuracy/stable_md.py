@@ -11,8 +11,9 @@ Protocol (issue 57, item 5), for each temperature T:
   liquid the same cell compressed to the density of liquid silicon at its melting point, 2.57 g/cm³
   (about 10 % denser than the crystal's 2.33), melted for :data:`MELT_PS` ps at :data:`MELT_K` K first;
 - NVT (Langevin, friction 0.01 fs⁻¹, time step 2 fs) for ``--ps`` ps, in segments of ``--segment-ps``
-  ps, each segment's last frame (positions and momenta) kept, so a run stopped at any point goes on from
-  the last finished segment (rerun the same command);
+  ps, each segment's numbers kept and the last segment's final frame (positions and momenta), so a run
+  stopped at any point goes on from the last finished segment (rerun the same command) and the folder
+  stays small enough to commit between sessions;
 - every logged frame (every 10 steps): the closest pair of atoms. The run is stable when no pair ever
   comes closer than :data:`MIN_DISTANCE` Å (the closest Si–Si distance in any of the set's structures at
   ambient pressure is about 2.2 Å; a pair at 1.9 Å means the model let atoms fall into each other);
@@ -134,7 +135,8 @@ def run_temperature(calc, folder: Path, temperature: float, liquid: bool, ps: fl
         for _ in range(n_segments):
             frame_path, record_path = _segment_paths(folder, k)
             if record_path.is_file():
-                atoms = read(frame_path)
+                if not _segment_paths(folder, k + 1)[1].is_file():  # the last finished one: start there
+                    atoms = read(frame_path)
                 k += 1
                 continue
             trajectory = folder / f"segment-{k:03d}.traj"
@@ -156,6 +158,8 @@ def run_temperature(calc, folder: Path, temperature: float, liquid: bool, ps: fl
             write(frame_path, atoms, format="extxyz")  # positions and momenta: where the next segment starts
             record_path.write_text(json.dumps(record))
             trajectory.unlink()
+            if k > 0:  # only the last frame is needed to go on: the folder stays small enough to commit
+                _segment_paths(folder, k - 1)[0].unlink(missing_ok=True)
             print(f"T={temperature:g} K {stage} segment {k}: closest pair {record['closest_pair_A']:.3f} Å, "
                   f"mean T {record['mean_temperature_K']:.0f} K", flush=True)
             k += 1

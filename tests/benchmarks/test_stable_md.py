@@ -37,19 +37,23 @@ def test_a_run_goes_on_from_its_last_finished_segment(script, tmp_path, monkeypa
 
     def counting(*args, **kwargs):
         calls.append(kwargs["steps"])
+        if len(calls) == 3 and crash:
+            raise KeyboardInterrupt  # killed during the NVE segment
         return real(*args, **kwargs)
 
     monkeypatch.setattr(md, "run_md", counting)
     calc = LennardJones(sigma=2.1, epsilon=0.02, rc=4.0, smooth=True)
     folder = tmp_path / "T300"
     # 0.008 ps of NVT in two 0.004-ps segments (2 steps of 2 fs each), then 0.002 ps of NVE (2 steps of 1 fs)
+    crash = True
+    with pytest.raises(KeyboardInterrupt):
+        script.run_temperature(calc, folder, 300.0, False, 0.008, 0.004, 0.002, 0, False)
+    crash = False
     script.run_temperature(calc, folder, 300.0, False, 0.008, 0.004, 0.002, 0, False)
-    assert calls == [2, 2, 2]
-    (folder / "segment-002.json").unlink()  # the NVE segment did not finish
-    script.run_temperature(calc, folder, 300.0, False, 0.008, 0.004, 0.002, 0, False)
-    assert calls == [2, 2, 2, 2]  # only it ran again
+    assert calls == [2, 2, 2, 2]  # only the killed segment ran again
     summary = script.report(tmp_path, [300.0], 0.008)
     row = summary["temperatures"]["300"]
     assert row["nvt_ps"] == pytest.approx(0.008) and row["closest_pair_A"] > 2.0
     assert row["nve_ps"] == pytest.approx(0.002) and np.isfinite(row["nve_drift_meV_per_atom_per_ps"])
     assert json.loads((folder / "segment-000.json").read_text())["stage"] == "nvt"
+    assert sorted(p.name for p in folder.glob("segment-*.extxyz")) == ["segment-002.extxyz"]  # the last only
