@@ -70,20 +70,21 @@ def silicon_cell(liquid: bool):
     return atoms
 
 
-def closest_pair(atoms) -> float:
-    """The shortest distance between two atoms, images included (Å)."""
+def pair_distances(atoms, cutoff: float = R_MAX) -> np.ndarray:
+    """Every distance up to ``cutoff`` between two atoms, images included, each pair twice (Å)."""
     from ase.neighborlist import neighbor_list
 
-    d = neighbor_list("d", atoms, 3.0)
-    return float(d.min()) if len(d) else 3.0
+    return neighbor_list("d", atoms, cutoff)
 
 
-def pair_histogram(atoms) -> np.ndarray:
-    """Counts of pair distances (each pair twice) in bins of :data:`DR` up to :data:`R_MAX`."""
-    from ase.neighborlist import neighbor_list
+def closest_pair(distances: np.ndarray) -> float:
+    """The shortest of :func:`pair_distances` (Å; 3 Å when none is closer than that)."""
+    return float(min(distances.min(), 3.0)) if len(distances) else 3.0
 
-    d = neighbor_list("d", atoms, R_MAX)
-    return np.histogram(d, bins=int(round(R_MAX / DR)), range=(0.0, R_MAX))[0].astype(float)
+
+def pair_histogram(distances: np.ndarray) -> np.ndarray:
+    """Counts of :func:`pair_distances` in bins of :data:`DR` up to :data:`R_MAX`."""
+    return np.histogram(distances, bins=int(round(R_MAX / DR)), range=(0.0, R_MAX))[0].astype(float)
 
 
 def rdf(histogram: np.ndarray, frames: int, n_atoms: int, volume: float):
@@ -146,13 +147,15 @@ def run_temperature(calc, folder: Path, temperature: float, liquid: bool, ps: fl
                             trajectory=str(trajectory), log_interval=LOG_INTERVAL, progress=progress,
                             initialize_velocities=fresh)
             frames = read(trajectory, ":")
+            histogram = stage == "nvt" and liquid  # the liquid's g(r): every distance up to R_MAX
+            distances = [pair_distances(f, R_MAX if histogram else 3.0) for f in frames]
             record = {"stage": stage, "temperature_K": t_stage, "steps": steps, "timestep_fs": step_fs,
-                      "closest_pair_A": min(closest_pair(f) for f in frames),
+                      "closest_pair_A": min(closest_pair(d) for d in distances),
                       "mean_temperature_K": float(np.mean(result.temperatures)),
                       "times_ps": result.times.tolist(), "total_energies": result.total_energies.tolist(),
                       "n_frames": len(frames)}
-            if stage == "nvt" and liquid:
-                record["pair_histogram"] = sum(pair_histogram(f) for f in frames).tolist()
+            if histogram:
+                record["pair_histogram"] = sum(pair_histogram(d) for d in distances).tolist()
             atoms = result.atoms
             atoms.calc = None
             write(frame_path, atoms, format="extxyz")  # positions and momenta: where the next segment starts
@@ -183,7 +186,7 @@ def report(out: Path, temperatures: List[float], ps: float) -> Dict:
             t = np.concatenate([np.asarray(r["times_ps"]) + sum(q["steps"] * q["timestep_fs"] / 1000
                                                                   for q in nve[:j]) for j, r in enumerate(nve)])
             e = np.concatenate([r["total_energies"] for r in nve])
-            drift, deviation = energy_drift(t, e, 216)
+            drift, deviation = energy_drift(t, e, len(silicon_cell(False)))
             row.update({"nve_ps": float(t[-1]) if len(t) else 0.0, "nve_drift_meV_per_atom_per_ps": drift,
                         "nve_max_deviation_meV_per_atom": deviation})
         row["stable"] = bool(row["closest_pair_A"] is not None and row["closest_pair_A"] > MIN_DISTANCE

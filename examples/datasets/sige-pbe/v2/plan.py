@@ -53,11 +53,12 @@ def value_order(structures: List, first_ids: List[str], seed: int = 0) -> List:
     """The periodic ``structures`` in labelling order (module docstring): ``first_ids`` first, then the
     kinds taking weighted turns."""
     rng = np.random.default_rng(seed)
-    first = [a for a in structures if a.info["id"] in set(first_ids)]
+    first_ids = set(first_ids)
+    first = [a for a in structures if a.info["id"] in first_ids]
     queues: Dict[str, List] = {}
     for kind in WEIGHTS:
         frames = [a for a in structures if a.info.get("config_type") == kind and a.pbc.any()
-                  and a.info["id"] not in set(first_ids)]
+                  and a.info["id"] not in first_ids]
         frames = [frames[k] for k in rng.permutation(len(frames))]
         queues[kind] = ([a for a in frames if len(a) <= MAX_ATOMS]
                         + sorted((a for a in frames if len(a) > MAX_ATOMS), key=len))
