@@ -1,0 +1,96 @@
+"""The v2 Si–Ge set as far as it is labelled, split as v1 was: the files a v2 training reads.
+
+    STEPS=data bash examples/datasets/sige-pbe/models.sh      # once: v1's split (work/sige-pbe-*.xyz)
+    python examples/datasets/sige-pbe/v2/assemble.py           # work/v2/sige-pbe-v2{,-train,-valid,-test}.xyz
+
+Every periodic structure with a v2 label (``v2/run``) and every structure without a periodic direction
+with its v1 label (Γ is its only k-point under every rule, so its v1 label is its v2 label; plan.py) goes
+into the part of v1's split it was in. A v2 model is therefore tested on structures that no v1 or v2
+model trained on, and v1 and v2 models can be compared on the same test structures. A periodic structure
+v1 did not split (its v1 label failed) goes to train and is counted. Rerun it whenever tranches have been
+labelled: the files are rewritten (atomically) from the results alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+HERE = Path(__file__).resolve().parent
+SET = HERE.parent
+PARTS = ("train", "valid", "test")
+
+
+def v1_parts(work: Path) -> Dict[str, str]:
+    """id → the v1 split part it belongs to, from ``work/sige-pbe-{train,valid,test}.xyz``."""
+    from ase.io import read
+
+    part_of: Dict[str, str] = {}
+    for part in PARTS:
+        path = work / f"sige-pbe-{part}.xyz"
+        if not path.is_file():
+            sys.exit(f"{path} is missing: build v1's split first "
+                     "(STEPS=data bash examples/datasets/sige-pbe/models.sh)")
+        for atoms in read(path, ":"):
+            part_of[str(atoms.info["id"])] = part
+    return part_of
+
+
+def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
+    """Write the v2 files into ``out``; {part: {config_type: frames}}."""
+    import tempfile
+
+    from ase.io import read, write
+
+    from mlip.io import atomic_write
+    from mlip.workflows.labelling import write_labelled
+
+    part_of = v1_parts(work)
+    structures = read(SET / "sige-structures.xyz", ":")
+    periodic = [a for a in structures if a.pbc.any()]
+    with tempfile.TemporaryDirectory() as tmp:
+        write_labelled(periodic, HERE / "run", Path(tmp) / "v2.xyz")
+        v2 = read(Path(tmp) / "v2.xyz", ":")
+    gamma_only: List = []
+    for part in PARTS:
+        for atoms in read(work / f"sige-pbe-{part}.xyz", ":"):
+            if not atoms.pbc.any():
+                atoms.info["label_note"] = ("v1 label: Γ is the only k-point of a structure without "
+                                            "periodicity")
+                gamma_only.append(atoms)
+    frames = {part: [] for part in PARTS}
+    counts: Dict[str, Dict[str, int]] = {part: {} for part in PARTS}
+    unsplit = 0
+    for atoms in v2 + gamma_only:
+        part = part_of.get(str(atoms.info["id"]))
+        if part is None:
+            part, unsplit = "train", unsplit + 1
+        frames[part].append(atoms)
+        kind = str(atoms.info.get("config_type"))
+        counts[part][kind] = counts[part].get(kind, 0) + 1
+    out.mkdir(parents=True, exist_ok=True)
+    everything = [a for part in PARTS for a in frames[part]]
+    files = [("sige-pbe-v2.xyz", everything)] + [(f"sige-pbe-v2-{p}.xyz", frames[p]) for p in PARTS]
+    for name, chunk in files:
+        atomic_write(out / name, lambda tmp, chunk=chunk: write(tmp, chunk, format="extxyz"))
+    print(f"v2: {len(v2)} periodic structures labelled, {len(gamma_only)} without periodicity (v1 labels); "
+          f"{unsplit} not in v1's split (to train)")
+    for part in PARTS:
+        n_periodic = sum(bool(a.pbc.any()) for a in frames[part])
+        print(f"  {part}: {len(frames[part])} frames, {n_periodic} periodic; "
+              f"by kind {dict(sorted(counts[part].items()))}")
+    return counts
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--work", type=Path, default=SET / "work", help="where v1's split files are")
+    p.add_argument("--out", type=Path, default=SET / "work" / "v2", help="folder of the v2 files")
+    args = p.parse_args(argv)
+    assemble(args.work, args.out)
+
+
+if __name__ == "__main__":
+    main()
