@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from mlip.import_paths import import_object
 from mlip.workflows.kpoints import band_edges, kpoint_mesh
 from mlip.workflows.sharding import load_results, run_sharded
 
@@ -240,13 +241,9 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
         return _chgnet_labeller(settings)
     if spec.count(":") == 1 and all(spec.split(":")):
         module_name, attr = spec.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as err:
-            raise ValueError(f"calculator {spec!r}: cannot import module {module_name!r} ({err})") from None
-        cls = getattr(module, attr, None)
+        cls = import_object(spec, "calculator")
         if not isinstance(cls, type):
-            raise ValueError(f"calculator {spec!r}: module {module_name!r} has no class {attr!r}")
+            raise ValueError(f"calculator {spec!r}: {attr} in {module_name} is not a class")
         try:
             shared = cls(**settings)
         except TypeError as err:

@@ -174,8 +174,12 @@ def test_bad_calculator_names_and_settings_are_one_line_errors():
         labeller("emt", {"cutoff": 3})
     with pytest.raises(ValueError, match="unknown gpaw setting.*ecut"):
         labeller("gpaw", {"ecut": 300})
-    with pytest.raises(ValueError, match="has no class 'Nope'"):
+    with pytest.raises(ValueError, match="Nope in ase.calculators.emt is not defined"):
         labeller("ase.calculators.emt:Nope")
+    with pytest.raises(ValueError, match="cannot import no_such_module_xyz"):
+        labeller("no_such_module_xyz:Calc")
+    with pytest.raises(ValueError, match="units in ase is not a class"):
+        labeller("ase:units")
     with pytest.raises(ValueError, match="does not accept the settings"):
         labeller(f"{__name__}:NoSettings", {"bogus": 1})
 
