@@ -1,7 +1,8 @@
 """Validation against DFT itself: crystal properties by GPAW and by each model, side by side.
 
     mpiexec -n 2 gpaw python benchmarks/accuracy/dft_validation.py -- --out dft_validation --no-progress
-    python benchmarks/accuracy/dft_validation.py --out dft_validation --model equiformer_v3-sige --cache-only gpaw
+    python benchmarks/accuracy/dft_validation.py --out examples/datasets/sige-pbe/dft-validation \
+        --model equiformer_v3-sige --cache-only gpaw --converged
 
 Every method computes every property through the same code below, given one ASE calculator per
 method (:class:`Method`): ``gpaw`` is the dataset's labeller
@@ -43,9 +44,19 @@ writes), the method key a hash of its settings (GPAW) or weights (models): a kil
 it stopped (relaxations replay from the cache), and a run for a new model recomputes only the model's
 part (``--cache-only gpaw`` refuses to start a GPAW calculation). Under MPI every rank computes, rank
 0 reads the cache and tells the others, and only rank 0 writes. ``OUT/dft_validation.json`` holds
-every property per method and each method minus the reference (``--reference``, default gpaw);
+every property per method and each method minus the reference (``--reference``, default gpaw), and
+per property and element the k-point meshes its structures were computed on, their number and their
+recorded wall time (``stages``);
 ``OUT/dft_validation.png`` plots the E–V curves, the phonon bands overlaid and the scalar
 differences. Sizes, costs and the command for the whole GPAW run: ``docs/accuracy.md``.
+
+GPAW's settings may differ per property (``--property-setting PROPERTY:K=V``): each property is then
+computed entirely at its own settings, the lattice constant it builds on included, in a cache folder of
+those settings, and the report's ``settings_by_property`` says which settings gave which number.
+``--converged`` is the reference models are compared with: the dataset's settings where a denser mesh
+does not move the property, a Γ-centred mesh of density 8 Å⁻¹ (the v2 labels' rule) where it does
+(:data:`CONVERGED_PROPERTY_SETTINGS`, chosen by measurement: ``docs/accuracy.md``), the relaxations
+started at the density-2.5 relaxed cells (``--start-from``, :data:`CONVERGED_START_FROM`).
 """
 
 from __future__ import annotations
@@ -102,6 +113,19 @@ class Sizes:
     relax_steps: int = 200
     kappa_supercell: Optional[int] = None
     kappa_mesh: int = 19
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+#: ``--converged``: the GPAW settings of each property that differ from the dataset's (v1) rule, chosen by
+#: measuring whether the property moves on a denser mesh (docs/accuracy.md, "GPAW at converged k-points");
+#: a property not named here is converged at the v1 settings
+CONVERGED_PROPERTY_SETTINGS: Dict[str, Dict[str, Any]] = {
+    "lattice": {"kpoint_density_per_inv_A": 8.0},
+    "phases": {"kpoint_density_per_inv_A": 8.0},
+}
+#: ``--converged``'s ``--start-from``: the v1 (density 2.5) report, whose relaxed cells the relaxations
+#: on the denser mesh start from (the cache holds those relaxations, so they replay from here)
+CONVERGED_START_FROM = "examples/datasets/sige-pbe/dft-validation/dft_validation-density-2.5.json"
 
 
 # ----------------------------------------------------------------------------------------- processes
@@ -213,6 +237,21 @@ class CachedCalculator(Calculator):
         self.counts = {"computed": 0, "cached": 0, "compute_s": 0.0}
         self._inner, self._inner_key = None, None
         self.mesh_reference: Optional[Atoms] = None
+        self.stage: Dict[str, Any] = {}
+        self.begin_stage()
+
+    def begin_stage(self) -> None:
+        """Start a new account of the structures served (:meth:`stage_account`): one per property."""
+        self.stage = {"meshes": set(), "evaluations": 0, "label_wall_time_s": 0.0}
+
+    def stage_account(self) -> Dict[str, Any]:
+        """What the structures served since :meth:`begin_stage` were evaluated with and cost: the
+        k-point meshes (sizes; none for a method without one), the number of evaluations, and the sum
+        of their recorded wall times (the cost of computing them, whether computed now or read from
+        the cache)."""
+        meshes = sorted(self.stage["meshes"], key=lambda m: (int(np.prod(m)), m))
+        return {"kpoint_meshes": [list(m) for m in meshes], "evaluations": self.stage["evaluations"],
+                "label_wall_time_s": self.stage["label_wall_time_s"]}
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
@@ -231,6 +270,7 @@ class CachedCalculator(Calculator):
         record = self.ranks.share(read_result(self.folder, item) if self.ranks.writer else None)
         if record is not None:
             self.counts["cached"] += 1
+            self._account(bare, record)
             return record
         if self.cache_only:
             raise LookupError(f"{self.method.name}: structure {item} ({bare.get_chemical_formula()}) is not "
@@ -241,7 +281,15 @@ class CachedCalculator(Calculator):
         self.counts["compute_s"] += time.perf_counter() - t0
         if self.ranks.writer:
             write_result(self.folder, item, record)
+        self._account(bare, record)
         return record
+
+    def _account(self, atoms: Atoms, record: Dict[str, Any]) -> None:
+        if self.method.mesh is not None:
+            reference = atoms if self.mesh_reference is None else self.mesh_reference
+            self.stage["meshes"].add(tuple(int(n) for n in self.method.mesh(reference)))
+        self.stage["evaluations"] += 1
+        self.stage["label_wall_time_s"] += float(record.get("wall_time_s", 0.0))
 
     def pinned(self, name: str, value: float, rel_tol: float = 1e-6) -> float:
         """``value``, or the value stored under ``name`` in the cache's ``pinned.json`` when the two agree
@@ -333,9 +381,12 @@ def stress_of(atoms: Atoms, calc) -> np.ndarray:
 class Context:
     """What the property functions share for one method: its cached calculator, sizes and log."""
 
-    def __init__(self, method: Method, calc: CachedCalculator, sizes: Sizes, out: Path, progress: bool):
+    def __init__(self, method: Method, calc: CachedCalculator, sizes: Sizes, out: Path, progress: bool,
+                 start_cells: Optional[Dict[str, Any]] = None):
         self.method, self.calc, self.sizes, self.out, self.progress = method, calc, sizes, out, progress
         self.lattice: Dict[str, float] = {}
+        #: (phase, element) → the cell [3, 3] a zero-pressure relaxation starts from (:func:`start_cells`)
+        self.start_cells: Dict[Any, Any] = start_cells or {}
 
     @contextmanager
     def same_mesh(self, structures: Sequence[Atoms]):
@@ -372,6 +423,8 @@ def equation_of_state(ctx: Context, phase: str, element: str) -> Dict[str, Any]:
     from ase.units import GPa
 
     start = phase_cell(phase, element)
+    if (phase, element) in ctx.start_cells:
+        start.set_cell(ctx.start_cells[phase, element], scale_atoms=True)
     relaxed = ctx.relax(start, cell=True, fmax=ctx.sizes.cell_fmax)
     base, n = relaxed["atoms"], len(start)
     lo, hi, count = ctx.sizes.eos_volumes
@@ -576,19 +629,43 @@ def prop_kappa(ctx: Context, element: str) -> Dict[str, Any]:
             "folder": str(folder)}
 
 
+def start_cells(path: Path, method: str = "gpaw") -> Dict[Any, Any]:
+    """The zero-pressure cells of an earlier report's ``method`` (``cell_relaxed_A`` of each E–V scan),
+    by (phase, element): ``--start-from`` begins each relaxation there instead of at the reference
+    neighbour distance. The minimum is the same (within ``--cell-fmax``) and a denser mesh moves it
+    little, so the relaxation takes a few steps instead of dozens (β-Sn's took 114 at density 2.5)."""
+    report = json.loads(Path(path).read_text())
+    if method not in report.get("methods", {}):
+        raise ValueError(f"--start-from {path} has no method {method!r}")
+    props = report["methods"][method]["properties"]
+    cells: Dict[Any, Any] = {}
+    for element, value in props.get("lattice", {}).items():
+        if "cell_relaxed_A" in value:
+            cells["diamond", element] = np.asarray(value["cell_relaxed_A"], dtype=float)
+    for element, value in props.get("phases", {}).items():
+        for phase in PHASES[1:]:
+            if "cell_relaxed_A" in value.get(phase, {}):
+                cells[phase, element] = np.asarray(value[phase]["cell_relaxed_A"], dtype=float)
+    return cells
+
+
 # ----------------------------------------------------------------------------------------- driver
 def run_method(method: Method, elements: Sequence[str], properties: Sequence[str], sizes: Sizes, out: Path,
-               ranks: Ranks, cache_only: bool, progress: bool, log: Callable[[str], None]) -> Dict[str, Any]:
-    """Every property of ``properties`` for ``method``; a failed property records its error."""
+               ranks: Ranks, cache_only: bool, progress: bool, log: Callable[[str], None],
+               start: Optional[Dict[Any, Any]] = None) -> Dict[str, Any]:
+    """Every property of ``properties`` for ``method`` (the lattice stage always: the others build on its
+    lattice constants); a failed property records its error. ``start``: :func:`start_cells`."""
     calc = CachedCalculator(method, out / "cache" / method.key, ranks, cache_only)
-    ctx = Context(method, calc, sizes, out, progress)
+    ctx = Context(method, calc, sizes, out, progress, start)
     results: Dict[str, Any] = {p: {} for p in properties}
     every, first = list(elements), [elements[0]]
     plan = [("lattice", e) for e in every]
     plan += [(p, e) for p in properties if p != "lattice"
              for e in (every if p in ("phonons", "kappa") else first)]
+    stages: Dict[str, Dict[str, Any]] = {p: {} for p in properties}
     for prop, element in plan:
         t0, before = time.perf_counter(), dict(calc.counts)
+        calc.begin_stage()
         try:
             if prop != "lattice" and element not in ctx.lattice:
                 raise RuntimeError(f"no lattice constant of {element} ({method.name}'s lattice stage failed)")
@@ -603,12 +680,49 @@ def run_method(method: Method, elements: Sequence[str], properties: Sequence[str
             value = {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
             line = "FAILED " + value["error"]
         results.setdefault(prop, {})[element] = value
+        stages.setdefault(prop, {})[element] = calc.stage_account()
         computed = calc.counts["computed"] - before["computed"]
         cached = calc.counts["cached"] - before["cached"]
         log(f"[{method.name}] {element} {prop}: {line} ({computed} computed, {cached} cached, "
             f"{time.perf_counter() - t0:.1f} s)")
     return {"name": method.name, "key": method.key, **method.description, "properties": results,
-            "evaluations": dict(calc.counts)}
+            "stages": stages, "lattice_constants_A": dict(ctx.lattice), "evaluations": dict(calc.counts)}
+
+
+def run_by_property(groups: Sequence[Any], elements: Sequence[str], properties: Sequence[str], sizes: Sizes,
+                    out: Path, ranks: Ranks, cache_only: bool, progress: bool, log: Callable[[str], None],
+                    start: Optional[Dict[Any, Any]] = None) -> Dict[str, Any]:
+    """GPAW with settings chosen per property (``--property-setting``, ``--converged``): ``groups`` is
+    [(method, properties)], one method per distinct settings. Each group is a run of its own
+    (:func:`run_method`, its own cache folder), so each property is computed entirely at its settings,
+    including the lattice constant it builds on (the lattice stage at those settings, which is
+    reported under ``settings_by_property``); the report merges the groups' properties."""
+    merged: Dict[str, Any] = {"name": "gpaw", "calculator": "gpaw", "properties": {}, "stages": {},
+                              "settings_by_property": {}, "reference_settings": False,
+                              "evaluations": {"computed": 0, "cached": 0, "compute_s": 0.0}}
+    owner = {p: k for k, (_, props) in enumerate(groups) for p in props}
+    owner.setdefault("lattice", 0)
+    keys = []
+    for k, (method, props) in enumerate(groups):
+        log(f"[gpaw] {', '.join(props)} with overrides {method.description['overrides']} ({method.key})")
+        part = run_method(method, elements, props, sizes, out, ranks, cache_only, progress, log, start)
+        merged["version"] = part["version"]
+        keys.append(method.key)
+        for name in merged["evaluations"]:
+            merged["evaluations"][name] += part["evaluations"][name]
+        for prop in part["properties"]:
+            if owner.get(prop) == k:
+                merged["properties"][prop] = part["properties"][prop]
+                merged["stages"][prop] = part["stages"][prop]
+        for prop in props:
+            merged["settings_by_property"][prop] = {
+                "key": method.key, "overrides": method.description["overrides"],
+                "settings": method.description["settings"],
+                "lattice_constants_A": part["lattice_constants_A"]}
+    merged["properties"] = {p: merged["properties"][p] for p in ["lattice", *properties]
+                            if p in merged["properties"]}
+    merged["key"] = "gpaw-by-property-" + hashlib.sha256(" ".join(keys).encode()).hexdigest()[:12]
+    return merged
 
 
 def summary(prop: str, value: Dict[str, Any]) -> str:
@@ -764,6 +878,30 @@ def parse_settings(items: Sequence[str]) -> Dict[str, Any]:
     return out
 
 
+def parse_property_settings(items: Sequence[str],
+                            base: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """``PROPERTY:K=V`` items on top of ``base`` ({property: {K: V}})."""
+    out = {prop: dict(values) for prop, values in base.items()}
+    for item in items:
+        prop, sep, setting = item.partition(":")
+        if not sep or prop not in PROPERTIES:
+            raise ValueError(f"--property-setting needs PROPERTY:KEY=VALUE with PROPERTY one of "
+                             f"{', '.join(PROPERTIES)}, got {item!r}")
+        out.setdefault(prop, {}).update(parse_settings([setting]))
+    return out
+
+
+def gpaw_groups(overrides: Dict[str, Any], per_property: Dict[str, Dict[str, Any]],
+                properties: Sequence[str], cache_only: bool) -> List[Any]:
+    """[(GPAW method, its properties)]: one method per distinct settings (``overrides`` and then each
+    property's own), the properties in their order."""
+    groups: Dict[str, Any] = {}
+    for prop in properties:
+        method = gpaw_method({**overrides, **per_property.get(prop, {})}, cache_only)
+        groups.setdefault(method.key, (method, []))[1].append(prop)
+    return list(groups.values())
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     defaults = Sizes()
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -781,6 +919,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--setting", action="append", default=[], metavar="K=V",
                    help="override one GPAW setting (smoke runs; the JSON marks the results as not the "
                         "reference)")
+    p.add_argument("--property-setting", action="append", default=[], metavar="PROPERTY:K=V",
+                   help="override one GPAW setting for one property (e.g. "
+                        "lattice:kpoint_density_per_inv_A=8); each property is then computed entirely at "
+                        "its settings, its lattice constant included, and the report says which settings "
+                        "gave which property")
+    p.add_argument("--converged", action="store_true",
+                   help="GPAW at the settings that converge each property (CONVERGED_PROPERTY_SETTINGS, "
+                        "starting the relaxations from CONVERGED_START_FROM; docs/accuracy.md): the "
+                        "reference models are compared with")
+    p.add_argument("--start-from", default=None, metavar="JSON",
+                   help="begin GPAW's zero-pressure relaxations at the relaxed cells of an earlier report "
+                        "(a denser mesh then relaxes in a few steps)")
     p.add_argument("--cache-only", action="append", default=[], metavar="METHOD",
                    help="never compute for METHOD (e.g. gpaw): use only its cached results")
     p.add_argument("--no-progress", action="store_true", help="one line per stage, no progress bars")
@@ -801,11 +951,21 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     if sizes.eos_volumes[2] < 5 or not 0 < sizes.eos_volumes[0] < 1 < sizes.eos_volumes[1]:
         raise SystemExit("--eos-volumes needs MIN < 1 < MAX and at least 5 points (a Birch–Murnaghan fit)")
     overrides = parse_settings(args.setting)
-    if overrides and "gpaw" not in args.methods:
-        raise SystemExit("--setting overrides GPAW settings; add --methods gpaw")
+    per_property = parse_property_settings(args.property_setting,
+                                           CONVERGED_PROPERTY_SETTINGS if args.converged else {})
+    start_from = args.start_from or (str(REPOSITORY / CONVERGED_START_FROM) if args.converged else None)
+    if (overrides or per_property or start_from) and "gpaw" not in args.methods:
+        raise SystemExit("--setting, --property-setting, --converged and --start-from concern GPAW; "
+                         "add --methods gpaw")
     methods: List[Method] = []
+    groups: List[Any] = []  # GPAW's (method, properties) per distinct settings, when set per property
     for name in args.methods:
-        methods.append(gpaw_method(overrides, "gpaw" in args.cache_only) if name == "gpaw" else emt_method())
+        if name == "gpaw":
+            methods.append(gpaw_method(overrides, "gpaw" in args.cache_only))
+            if per_property:
+                groups = gpaw_groups(overrides, per_property, args.properties, "gpaw" in args.cache_only)
+        else:
+            methods.append(emt_method())
     methods += [model_method(spec) for spec in args.model]
     names = [m.name for m in methods]
     if not methods or len(set(names)) != len(names):
@@ -823,15 +983,22 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         if ranks.writer:
             print(line, flush=True)
 
+    start = start_cells(Path(start_from)) if start_from else None
     report: Dict[str, Any] = {"benchmark": "dft_validation", "elements": list(args.elements),
                               "properties": list(args.properties), "sizes": asdict(sizes),
-                              "reference": reference,
+                              "reference": reference, "start_from": start_from,
                               "literature": LITERATURE, "methods": {}, "differences": {}}
     json_path, png_path = out / "dft_validation.json", out / "dft_validation.png"
     for method in methods:
         t0 = time.perf_counter()
-        report["methods"][method.name] = run_method(method, args.elements, args.properties, sizes, out, ranks,
-                                                    method.name in args.cache_only, not args.no_progress, log)
+        cache_only, gpaw = method.name in args.cache_only, method.name == "gpaw"
+        if gpaw and groups:
+            entry = run_by_property(groups, args.elements, args.properties, sizes, out, ranks, cache_only,
+                                    not args.no_progress, log, start)
+        else:
+            entry = run_method(method, args.elements, args.properties, sizes, out, ranks, cache_only,
+                               not args.no_progress, log, start if gpaw else None)
+        report["methods"][method.name] = entry
         report["methods"][method.name]["wall_time_s"] = time.perf_counter() - t0
         if ranks.writer:
             from mlip.io import write_json

@@ -259,3 +259,104 @@ def test_a_fitted_value_is_pinned_against_round_off_but_not_against_a_change(dv,
     assert calc.pinned("a.Si", a * 1.001 + 1e-12) == a * 1.001
     reader = dv.CachedCalculator(dv.emt_method(), tmp_path / "other", dv.Ranks(mpi=False), cache_only=True)
     assert reader.pinned("a.Ge", 5.78) == 5.78 and not (tmp_path / "other" / "pinned.json").exists()
+
+
+def _emt_with_mesh(dv, density: float, key: str):
+    """EMT standing in for GPAW at a k-point density: the same energies, but a mesh per structure (by the
+    dataset's rule) that is part of the cache key and of the stage accounts, and settings to report."""
+    from ase.calculators.emt import EMT
+
+    from mlip.workflows.kpoints import kpoint_mesh
+
+    settings = {"kpoint_density_per_inv_A": density}
+    return dv.Method("gpaw", key, lambda atoms: EMT(), {"version": "emt", "settings": settings,
+                                                        "overrides": settings},
+                     mesh=lambda atoms: kpoint_mesh(atoms, density))
+
+
+def test_each_property_states_its_meshes_and_cost(dv, tmp_path):
+    """The report gives, per property and element, the k-point meshes its structures were computed on
+    (one per E–V scan or strained set), the number of evaluations and their recorded wall time, whether
+    computed now or read from the cache (the cost of the numbers, which a rerun does not change)."""
+    from mlip.workflows.kpoints import kpoint_mesh
+
+    method = _emt_with_mesh(dv, 2.5, "mesh-2.5")
+    sizes = dv.Sizes(eos_volumes=[0.9, 1.1, 5], relax_steps=60)
+    args = (["Cu"], ["lattice", "elastic"], sizes, tmp_path, dv.Ranks(mpi=False), False, False,
+            lambda line: None)
+    first = dv.run_method(method, *args)
+    again = dv.run_method(method, *args)
+    assert again["evaluations"]["computed"] == 0
+    for report in (first, again):
+        lattice, elastic = report["stages"]["lattice"]["Cu"], report["stages"]["elastic"]["Cu"]
+        smallest = dv.scaled(dv.diamond("Cu", report["lattice_constants_A"]["Cu"]), 0.9)
+        assert kpoint_mesh(smallest, 2.5) in [tuple(m) for m in lattice["kpoint_meshes"]]
+        assert len(elastic["kpoint_meshes"]) == 1  # the strained cells share one mesh
+        assert lattice["evaluations"] >= 5 and elastic["evaluations"] >= 4
+        assert lattice["label_wall_time_s"] > 0
+    assert first["stages"] == again["stages"]
+    emt = dv.run_method(dv.emt_method(), *args)
+    assert emt["stages"]["lattice"]["Cu"]["kpoint_meshes"] == []
+
+
+def test_settings_per_property_each_property_from_its_own_run(dv, tmp_path):
+    """run_by_property: each group of properties is a run at its own settings (its own cache folder and
+    lattice constant), the report takes each property from its group and says which settings gave it."""
+    sizes = dv.Sizes(eos_volumes=[0.9, 1.1, 5], relax_steps=60)
+    coarse, dense = _emt_with_mesh(dv, 1.0, "mesh-1.0"), _emt_with_mesh(dv, 3.0, "mesh-3.0")
+    ranks = dv.Ranks(mpi=False)
+    groups = [(dense, ["lattice", "phases"]), (coarse, ["vacancy"])]
+    merged = dv.run_by_property(groups, ["Cu"], ["lattice", "phases", "vacancy"], sizes, tmp_path, ranks,
+                                False, False, lambda line: None)
+    alone = {m.key: dv.run_method(m, ["Cu"], props, sizes, tmp_path, ranks, False, False, lambda line: None)
+             for m, props in groups}
+    assert list(merged["properties"]) == ["lattice", "phases", "vacancy"]
+    for method, props in groups:
+        for prop in props:
+            mine, theirs = ({prop: r["properties"][prop]} for r in (merged, alone[method.key]))
+            assert dv.scalars(mine) == dv.scalars(theirs) and dv.scalars(mine)
+            assert merged["stages"][prop] == alone[method.key]["stages"][prop]
+            assert merged["settings_by_property"][prop]["key"] == method.key
+    assert merged["settings_by_property"]["vacancy"]["settings"]["kpoint_density_per_inv_A"] == 1.0
+    assert (tmp_path / "cache" / "mesh-1.0").is_dir() and (tmp_path / "cache" / "mesh-3.0").is_dir()
+    assert merged["evaluations"]["computed"] > 0
+    assert all(r["evaluations"]["computed"] == 0 for r in alone.values())  # what the merged run stored
+    assert not merged["reference_settings"]
+
+
+def test_property_settings_are_parsed_and_group_the_gpaw_methods(dv):
+    pytest.importorskip("gpaw")
+    per = dv.parse_property_settings(["phases:kpoint_density_per_inv_A=8", "phases:ecut_eV=500"],
+                                     {"lattice": {"kpoint_density_per_inv_A": 8.0}})
+    assert per == {"lattice": {"kpoint_density_per_inv_A": 8.0},
+                   "phases": {"kpoint_density_per_inv_A": 8, "ecut_eV": 500}}
+    groups = dv.gpaw_groups({}, {"lattice": {"kpoint_density_per_inv_A": 8.0},
+                                 "elastic": {"kpoint_density_per_inv_A": 8.0}},
+                            ["lattice", "phonons", "elastic", "vacancy"], cache_only=False)
+    assert [props for _, props in groups] == [["lattice", "elastic"], ["phonons", "vacancy"]]
+    assert groups[1][0].key == dv.gpaw_method({}).key
+    for bad in ("phase:ecut_eV=500", "ecut_eV=500", "lattice:ecut_eV"):
+        with pytest.raises(ValueError, match="PROPERTY:KEY=VALUE|KEY=VALUE"):
+            dv.parse_property_settings([bad], {})
+
+
+def test_a_relaxation_started_at_an_earlier_reports_cells_is_short(dv, first_run, tmp_path):
+    """--start-from: each zero-pressure relaxation begins at the earlier report's relaxed cell, so it
+    ends within a step or two at the same minimum, and the E–V fit agrees."""
+    _, _, report = first_run
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps(report, default=lambda x: np.asarray(x).tolist()))
+    cells = dv.start_cells(path, method="emt")
+    assert set(cells) == {("diamond", "Cu"), ("diamond", "Au"), ("beta_tin", "Cu"),
+                          ("simple_hexagonal", "Cu")}
+    method = dv.emt_method()
+    sizes = dv.Sizes(eos_volumes=[0.9, 1.1, 5], relax_steps=60)
+    calc = dv.CachedCalculator(method, tmp_path / "cache" / method.key, dv.Ranks(mpi=False))
+    ctx = dv.Context(method, calc, sizes, tmp_path, False, cells)
+    earlier = report["methods"]["emt"]["properties"]["phases"]["Cu"]["beta_tin"]
+    again = dv.equation_of_state(ctx, "beta_tin", "Cu")
+    assert again["relaxation"]["n_steps"] <= 2 < earlier["relaxation"]["n_steps"]
+    assert again["c_over_a"] == pytest.approx(earlier["c_over_a"], rel=1e-3)
+    assert again["B_GPa"] == pytest.approx(earlier["B_GPa"], rel=1e-3)
+    with pytest.raises(ValueError, match="no method 'gpaw'"):
+        dv.start_cells(path)
