@@ -61,6 +61,12 @@ def add_parser(subparsers) -> None:
                    help="iterations after the first training (default %(default)s)")
     p.add_argument("--selection", choices=SELECTIONS, default=d.selection,
                    help="most uncertain with diversity, or random (the baseline) (default %(default)s)")
+    p.add_argument("--trust-lo", type=positive_float, default=None, metavar="EV_PER_A",
+                   help="trust window, lower bound: frames whose largest per-atom force uncertainty is below "
+                        "it are predicted well enough and not selected")
+    p.add_argument("--trust-hi", type=positive_float, default=None, metavar="EV_PER_A",
+                   help="trust window, upper bound: frames above it are failed explorations, counted and "
+                        "recorded in metrics.json but never labelled (selection by uncertainty only)")
     p.add_argument("--seed", type=nonneg_int, default=d.seed, help="seed of everything random (default 0)")
     p.add_argument("--temperatures", type=positive_float, nargs="+", default=None, metavar="K",
                    help="the MD schedule: every iteration runs MD at each (default: "
@@ -89,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
                     finetune_epochs=args.finetune_epochs, label_budget=args.label_budget,
                     per_iteration=args.per_iteration, threshold=args.threshold,
                     max_iterations=args.max_iterations, selection=args.selection, seed=args.seed,
+                    trust_lo=args.trust_lo, trust_hi=args.trust_hi,
                     explore=explore)
     launcher = None
     if args.oracle_launcher is not None:

@@ -18,7 +18,7 @@ from mlip.data.emt import generate_emt_dataset
 from mlip.testing.cli import run_cli
 from mlip.workflows.active_learning import learn, rank_correlation
 from mlip.workflows.active_learning import explore as explore_module
-from mlip.workflows.active_learning.select import select_random, select_uncertain
+from mlip.workflows.active_learning.select import select_random, select_uncertain, trust_window
 
 #: the cheapest committee member: an embedded-atom model of a few hundred weights
 TINY = {"model": {"name": "embedded_atom", "species": ["Cu"], "cutoff": 4.5, "hidden": 8, "num_radial": 4,
@@ -193,13 +193,19 @@ def test_a_loop_can_start_from_members_trained_elsewhere(inputs, tmp_path):
     assert not (tmp_path / "third").exists()
 
 
-def test_a_fixed_pool_never_labels_a_frame_twice(inputs, tmp_path):
-    initial, _, _ = inputs
-    pool = tmp_path / "pool.xyz"
+def candidate_pool(folder):
+    """(path, frames): a file of EMT's small set (seed 5) as candidates with ids cand-0, cand-1, ..."""
+    pool = folder / "pool.xyz"
     frames = generate_emt_dataset(small=True, seed=5, progress=False)
     for k, f in enumerate(frames):
         f.info["id"] = f"cand-{k}"
     ase.io.write(pool, frames)
+    return pool, frames
+
+
+def test_a_fixed_pool_never_labels_a_frame_twice(inputs, tmp_path):
+    initial, _, _ = inputs
+    pool, frames = candidate_pool(tmp_path)
     for selection in ("uncertainty", "random"):
         out = tmp_path / selection
         result = learn(initial, "emt", out, pool=pool, progress=False, log=lambda line: None,
@@ -209,6 +215,70 @@ def test_a_fixed_pool_never_labels_a_frame_twice(inputs, tmp_path):
         assert len(ids) == len(set(ids)) == 6 and set(ids) <= {f"cand-{k}" for k in range(len(frames))}
         assert len(ase.io.read(out / "iter-002" / "pool.xyz", ":")) == len(frames) - 3
         assert result.labels == 6
+
+
+def test_a_trust_window_leaves_out_failed_explorations_and_records_them(inputs, tmp_path, capsys):
+    # DP-GEN's trust levels: frames more uncertain than trust_hi are failed explorations, never labelled
+    initial, _, config = inputs
+    pool, _ = candidate_pool(tmp_path)
+    settings = {**SETTINGS, "model": str(config), "label_budget": 3, "per_iteration": 3}
+    first = learn(initial, "emt", tmp_path / "plain", pool=pool, progress=False, log=lambda line: None,
+                  settings=settings)
+    # every run below starts from the same committee, so it scores the pool as this one did
+    scored = ase.io.read(tmp_path / "plain" / "iter-001" / "pool.xyz", ":")
+    u = {f.info["id"]: f.info["uncertainty"] for f in scored}
+    plain = [f.info["id"] for f in ase.io.read(tmp_path / "plain" / "iter-001" / "selected.xyz", ":")]
+    hi = float(np.median(list(u.values())))
+    assert any(u[i] > hi for i in plain)  # the plain selection takes frames above the window
+    members = sorted((tmp_path / "plain" / "iter-000").glob("member-*.safetensors"))
+    assert len(members) == 2 and first.labels == 3
+    lines = []
+    learn(initial, "emt", tmp_path / "window", pool=pool, committee=members, progress=False,
+          log=lines.append, settings={**settings, "trust_hi": hi})
+    picked = [f.info["id"] for f in ase.io.read(tmp_path / "window" / "iter-001" / "selected.xyz", ":")]
+    above = sorted(i for i, v in u.items() if v > hi)
+    assert len(picked) == 3 and all(u[i] <= hi for i in picked)
+    assert picked[0] == max((i for i in u if u[i] <= hi), key=u.get)  # the most uncertain one inside
+    metrics = json.loads((tmp_path / "window" / "iter-001" / "metrics.json").read_text())
+    assert metrics["above_trust_hi"] == len(above) > 0 and sorted(metrics["above_trust_hi_ids"]) == above
+    assert metrics["in_trust_window"] == len(u) - len(above) and metrics["below_trust_lo"] == 0
+    assert metrics["trust_hi"] == hi and metrics["trust_lo"] is None
+    select = next(line for line in lines if line.startswith("iteration 1 select"))
+    assert f"{len(above)} above (failed exploration, not labelled)" in select, select
+    # nothing inside the window: the loop stops there, saying why, and labels nothing
+    values = sorted(set(u.values()))
+    j = len(values) // 2  # a window between two neighbouring uncertainties holds no frame
+    lo, hi = values[j] + (values[j + 1] - values[j]) / 3, values[j] + 2 * (values[j + 1] - values[j]) / 3
+    below = sum(v < lo for v in u.values())
+    for name, window, why in (("gap", {"trust_lo": lo, "trust_hi": hi}, f"{below} below trust_lo, "
+                                                                        f"{len(u) - below} above"),
+                              ("low", {"trust_lo": 2 * max(values)}, f"{len(u)} below trust_lo, 0 above")):
+        result = learn(initial, "emt", tmp_path / name, pool=pool, committee=members, progress=False,
+                       log=lambda line: None, settings={**settings, **window})
+        assert result.labels == 0 and "is in the trust window" in result.stopped and why in result.stopped
+        assert not (tmp_path / name / "iter-001" / "selected.xyz").exists()
+    # the window is checked, and it belongs to selection by uncertainty
+    base = ["learn", initial, "--oracle", "emt", "--out-dir", tmp_path / "bad", "--model", config]
+    capsys.readouterr()
+    for extra, message in ((["--trust-lo", 1, "--trust-hi", 0.5], "trust_lo (1 eV/Å) must be below"),
+                           (["--selection", "random", "--trust-hi", 1], "window of selection by uncertainty"),
+                           (["--trust-hi", -1], "argument --trust-hi")):
+        code, _, err = run_cli(capsys, *base, *extra)
+        assert code == 2 and message in err.splitlines()[-1], err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_folder_made_before_the_trust_window_resumes(inputs, tmp_path):
+    out = tmp_path / "run"
+    run(inputs, out, label_budget=0)
+    record = json.loads((out / "learn.json").read_text())
+    for name in ("trust_lo", "trust_hi"):  # what an older version recorded
+        del record["settings"][name]
+    (out / "learn.json").write_text(json.dumps(record))
+    result, _ = run(inputs, out, label_budget=0, resume=True)
+    assert result.stopped == "label budget of 0 spent"
+    with pytest.raises(ValueError, match="settings.trust_hi = None, this run gives 1.0"):
+        run(inputs, out, label_budget=0, resume=True, trust_hi=1.0)
 
 
 def test_the_oracle_can_label_as_a_command_of_its_own(inputs, tmp_path, capsys):
@@ -280,6 +350,15 @@ def test_selection_prefers_uncertain_and_distinct_frames():
     drawn = select_random(10, 4, (0, 1))
     assert drawn == select_random(10, 4, (0, 1)) and len(set(drawn)) == 4 and max(drawn) < 10
     assert select_random(3, 5, (0,)) == [0, 1, 2]
+
+
+def test_the_trust_window_splits_candidates_by_uncertainty():
+    u = [0.05, 0.2, 0.5, 1.0, 3.0, float("nan"), float("inf")]
+    inside, below, above = trust_window(u, 0.1, 1.0)
+    assert inside.tolist() == [1, 2, 3] and below.tolist() == [0] and above.tolist() == [4, 5, 6]
+    inside, below, above = trust_window(u)  # no bounds: only what is not a number is out
+    assert inside.tolist() == [0, 1, 2, 3, 4] and below.size == 0 and above.tolist() == [5, 6]
+    assert trust_window(u, lo=0.3)[0].tolist() == [2, 3, 4]
 
 
 def test_rank_correlation_is_spearmans():

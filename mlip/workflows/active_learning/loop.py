@@ -10,7 +10,9 @@ atomically, so a run killed at any point resumes where it stopped):
    fixed pool; each frame scored by the committee in batches: ``uncertainty`` (its largest per-atom
    force uncertainty, eV/Å), ``uncertainty_mean`` and ``energy_uncertainty`` (eV) in its info;
 2. **select** → ``selected.xyz``: at most ``per_iteration`` frames (fewer when the label budget runs
-   out) by uncertainty with diversity, or at random (:mod:`.select`);
+   out) by uncertainty with diversity, or at random (:mod:`.select`); with a trust window
+   (``trust_lo``/``trust_hi``) by uncertainty only from the frames inside it: those above are failed
+   explorations, never labelled (counted, and their ids recorded, in ``metrics.json``);
 3. **label** → ``labels/`` and ``labelled.xyz``: the oracle's energies, forces and stresses through
    :func:`mlip.workflows.labelling.label_structures` (resumable structure by structure; a structure
    the oracle fails on is recorded in ``labels/failures.json`` and left out); with an
@@ -24,7 +26,8 @@ atomically, so a run killed at any point resumes where it stopped):
    iteration's exploration and label counts.
 
 The loop stops when the label budget is spent, after ``max_iterations``, or when an exploration's
-largest uncertainty is below ``threshold`` (that iteration selects nothing). ``OUT/summary.json`` holds
+largest uncertainty is below ``threshold`` or none of its frames is in the trust window (that iteration
+selects nothing). ``OUT/summary.json`` holds
 every iteration's metrics, why the loop stopped and the final committee. ``OUT/learn.json`` records the
 settings: a later run into the folder must say ``resume`` and may change only when to stop
 (:data:`~.settings.RESUMABLE`); while a run holds the folder (:mod:`mlip.run_lock`) a second one is
@@ -165,7 +168,9 @@ class _Run:
         u = np.array([f.info["uncertainty"] for f in frames])
         return f"; uncertainty max {u.max():.3g} eV/Å, median {np.median(u):.3g}"
 
-    def select(self, k: int, frames: list, n: int) -> list:
+    def select(self, k: int, frames: list, n: int, window: Dict[str, Any]) -> list:
+        """At most ``n`` of ``frames``; by uncertainty only from ``window["inside"]`` (the indices in the
+        trust window, :func:`_trust`)."""
         from mlip.workflows.active_learning.select import select_random, select_uncertain
 
         path = iteration_dir(self.out_dir, k) / SELECTED_NAME
@@ -177,12 +182,16 @@ class _Run:
         if self.settings.selection == "random":
             picked = select_random(len(frames), n, (self.settings.seed, k, 11))
         else:
-            picked = select_uncertain(frames, u, n, float(self.base_config["model"]["cutoff"]))
+            inside = window["inside"]
+            cutoff = float(self.base_config["model"]["cutoff"])
+            picked = [inside[i] for i in select_uncertain([frames[i] for i in inside],
+                                                          [u[i] for i in inside], n, cutoff)]
         chosen = [frames[i] for i in picked]
         _write_frames(path, chosen)
         values = [u[i] for i in picked]
         span = f" (uncertainty {min(values):.3g} to {max(values):.3g} eV/Å)" if values else ""
-        self.say(k, "select", f"{len(chosen)} of {len(frames)} by {self.settings.selection}{span} -> {path}")
+        self.say(k, "select", f"{len(chosen)} of {len(frames)} by {self.settings.selection}{span}"
+                              f"{window['text']} -> {path}")
         return chosen
 
     def label(self, k: int, chosen: list) -> list:
@@ -281,10 +290,30 @@ def _selected_count(out_dir: Path, k: int) -> int:
     return len(_read_frames(path)) if path.is_file() else 0
 
 
+def _trust(settings: LearnSettings, frames: Sequence) -> Dict[str, Any]:
+    """The trust window of an iteration's candidates (:func:`.select.trust_window`): ``inside`` (the
+    indices selection by uncertainty picks from), ``record`` (the counts and the ids above ``trust_hi``,
+    for metrics.json; empty without a window) and ``text`` (for the select line)."""
+    from mlip.workflows.active_learning.select import trust_window
+
+    lo, hi = settings.trust_lo, settings.trust_hi
+    inside, below, above = trust_window([f.info["uncertainty"] for f in frames], lo, hi)
+    window = {"inside": [int(i) for i in inside], "record": {}, "text": ""}
+    if lo is None and hi is None:
+        return window
+    window["record"] = {"trust_lo": lo, "trust_hi": hi, "in_trust_window": int(inside.size),
+                        "below_trust_lo": int(below.size), "above_trust_hi": int(above.size),
+                        "above_trust_hi_ids": [str(frames[i].info.get("id", i)) for i in above]}
+    bounds = f"[{'0' if lo is None else f'{lo:g}'}, {'∞' if hi is None else f'{hi:g}'}] eV/Å"
+    window["text"] = (f"; trust window {bounds}: {inside.size} in it, {below.size} below (accurate), "
+                      f"{above.size} above (failed exploration, not labelled)")
+    return window
+
+
 def _check_folder(out_dir: Path, record: Dict[str, Any], resume: bool) -> None:
     """Refuse a folder that holds another run (unless ``resume``) or a resume that changes a setting other
     than :data:`RESUMABLE` (ValueError naming it)."""
-    from mlip.io import first_difference
+    from mlip.io import first_difference, jsonable
 
     recorded = read_json(out_dir / SETTINGS_NAME)
     if recorded is None:
@@ -298,6 +327,10 @@ def _check_folder(out_dir: Path, record: Dict[str, Any], resume: bool) -> None:
     if not resume:
         raise ValueError(f"out_dir {str(out_dir)!r} already holds an active-learning run ({SETTINGS_NAME}); "
                          "continue it with --resume (resume=True) or choose another out_dir")
+
+    # a setting added since the folder was made (trust_lo, trust_hi) was then at its default
+    added = {k: v for k, v in jsonable(LearnSettings().to_dict()).items() if k not in recorded["settings"]}
+    recorded = {**recorded, "settings": {**added, **recorded["settings"]}}
 
     def fixed(rec):
         return {**rec, "settings": {k: v for k, v in rec["settings"].items() if k not in RESUMABLE}}
@@ -464,7 +497,15 @@ def _loop(run: _Run) -> LearnResult:
             iterations.append({"iteration": k, "labels": labels, "explored": len(frames),
                                "max_uncertainty": top, "stopped": stopped})
             break
-        chosen = run.select(k, frames, min(settings.per_iteration, remaining))
+        window = _trust(settings, frames)
+        if settings.selection == "uncertainty" and not window["inside"]:
+            w = window["record"]
+            stopped = (f"nothing of the exploration of iteration {k} is in the trust window "
+                       f"({w['below_trust_lo']} below trust_lo, {w['above_trust_hi']} above trust_hi)")
+            iterations.append({"iteration": k, "labels": labels, "explored": len(frames),
+                               "max_uncertainty": top, **w, "stopped": stopped})
+            break
+        chosen = run.select(k, frames, min(settings.per_iteration, remaining), window)
         labels += len(chosen)
         labelled = run.label(k, chosen)
         members = run.train(k, run.initial + _labelled_so_far(out_dir, k))
@@ -473,7 +514,7 @@ def _loop(run: _Run) -> LearnResult:
             "iteration": k, "labels": labels, "selected": len(chosen), "labelled": len(labelled),
             "n_train": len(run.initial) + len(_labelled_so_far(out_dir, k)), "explored": len(frames),
             "max_uncertainty": float(u.max()), "median_uncertainty": float(np.median(u)),
-            "selected_uncertainty": [float(f.info["uncertainty"]) for f in chosen]}))
+            "selected_uncertainty": [float(f.info["uncertainty"]) for f in chosen], **window["record"]}))
     summary = out_dir / SUMMARY_NAME
     write_json(summary, {"stopped": stopped, "labels": labels, "iterations": iterations,
                          "committee": [str(p) for p in members]})

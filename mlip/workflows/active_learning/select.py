@@ -9,12 +9,18 @@ same MD run) counts for less, a distinct one for its full uncertainty. The finge
 (:func:`fingerprint`) is the histogram of interatomic distances per atom up to the cutoff beside the
 composition: cheap, invariant to rotations, translations and the order of atoms.
 
+A trust window (:func:`trust_window`, DP-GEN's ``model_devi_f_trust_lo``/``_hi``) may come first: a
+candidate whose uncertainty is above ``trust_hi`` (or not a number) is taken for a failed exploration
+(atoms pushed together, a melted or exploded cell) rather than a structure worth a label, and one below
+``trust_lo`` for a structure the committee already predicts well; selection by uncertainty picks only
+from the candidates between the two.
+
 ``random`` (:func:`select_random`): n candidates drawn uniformly, the baseline of the benchmark.
 """
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -64,10 +70,21 @@ def select_uncertain(frames: Sequence, uncertainty: Sequence[float], n: int, cut
     return [int(pool[k]) for k in picked]
 
 
+def trust_window(uncertainty: Sequence[float], lo: Optional[float] = None,
+                 hi: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(inside, below, above): the indices of the candidates whose uncertainty u is in [lo, hi], below
+    ``lo``, and above ``hi`` or not finite (a bound of None is no bound)."""
+    u = np.asarray(uncertainty, dtype=float)
+    finite = np.isfinite(u)
+    below = finite & (u < lo) if lo is not None else np.zeros(u.shape, bool)
+    above = ~finite | (u > hi) if hi is not None else ~finite
+    return np.flatnonzero(~below & ~above), np.flatnonzero(below), np.flatnonzero(above)
+
+
 def select_random(n_frames: int, n: int, seed: Sequence[int]) -> List[int]:
     """``n`` indices drawn uniformly without replacement from ``n_frames`` (random stream ``seed``)."""
     n = min(int(n), int(n_frames))
     return sorted(int(k) for k in np.random.default_rng(list(seed)).choice(n_frames, size=n, replace=False))
 
 
-__all__ = ["BINS", "COMPOSITION_WEIGHT", "fingerprint", "select_random", "select_uncertain"]
+__all__ = ["BINS", "COMPOSITION_WEIGHT", "fingerprint", "select_random", "select_uncertain", "trust_window"]

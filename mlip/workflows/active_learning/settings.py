@@ -88,7 +88,11 @@ class LearnSettings:
     previous weights). ``label_budget``: oracle calls in all; ``per_iteration``: at most this many
     per iteration; ``threshold`` (eV/Å, or None): stop when the largest per-atom force uncertainty of
     an iteration's exploration is below it; ``max_iterations``: iterations after the initial training.
-    ``selection``: one of :data:`SELECTIONS`. ``score_batch_size``: structures per batched committee
+    ``selection``: one of :data:`SELECTIONS`. ``trust_lo`` / ``trust_hi`` (eV/Å, or None): the trust
+    window of selection by uncertainty (as DP-GEN's ``model_devi_f_trust_lo``/``_hi``): frames whose
+    uncertainty is above ``trust_hi`` are failed explorations, counted and recorded but never labelled,
+    frames below ``trust_lo`` are predicted well enough; only those between are selected from, and an
+    iteration with none there stops the loop. ``score_batch_size``: structures per batched committee
     evaluation when scoring and evaluating."""
 
     committee: int = 4
@@ -100,6 +104,8 @@ class LearnSettings:
     threshold: Optional[float] = None
     max_iterations: int = 10
     selection: str = "uncertainty"
+    trust_lo: Optional[float] = None
+    trust_hi: Optional[float] = None
     seed: int = 0
     score_batch_size: int = 16
     explore: ExploreSettings = field(default_factory=ExploreSettings)
@@ -118,6 +124,16 @@ class LearnSettings:
             raise ValueError(f"threshold must be a positive number of eV/Å, got {self.threshold}")
         if self.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {self.selection!r}")
+        for name in ("trust_lo", "trust_hi"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(float(value)) and value > 0):
+                raise ValueError(f"{name} must be a positive number of eV/Å, got {value}")
+        if self.trust_lo is not None and self.trust_hi is not None and self.trust_lo >= self.trust_hi:
+            raise ValueError(f"trust_lo ({self.trust_lo:g} eV/Å) must be below trust_hi "
+                             f"({self.trust_hi:g} eV/Å)")
+        if self.selection == "random" and (self.trust_lo is not None or self.trust_hi is not None):
+            raise ValueError("trust_lo/trust_hi are a window of selection by uncertainty; selection "
+                             "'random' draws from every candidate (leave them out)")
         self.explore.check()
 
     def to_dict(self) -> Dict[str, Any]:
