@@ -2,6 +2,7 @@
 
     python benchmarks/accuracy/active_learning_emt.py [--work active-learning-emt] [--budgets 50 100 200 400]
         [--per-iteration 50] [--committee 3] [--strategies uncertainty random] [--threads 2]
+        [--trust-hi 1.0] [--replicates 2] [--only-replicate K]
         [--json benchmarks/results/active-learning-emt.json] [--plot docs/active-learning-emt.png]
 
 The oracle is ASE's EMT on its seven metals (Al, Cu, Ag, Au, Ni, Pd, Pt). Every stage keeps its output
@@ -16,7 +17,9 @@ in ``--work`` and is skipped when it is there, so a killed run continues where i
 2. ``pool.xyz``: one exploration pool for every strategy: the committee trained on ``initial.xyz``
    (``pool-run/iter-000``) explores from the seeds (MD at 300, 800, 1,200 and 1,500 K, relaxations,
    strained and rattled seeds; :func:`mlip.workflows.active_learning.explore.explore`).
-3. For each strategy (``uncertainty``: most uncertain with diversity; ``random``: uniform), the loop
+3. For each strategy (``uncertainty``: most uncertain with diversity, within the trust window
+   ``--trust-lo``/``--trust-hi`` where one is given, in ``WORK/uncertainty-trust``; ``random``: uniform
+   over the whole pool), the loop
    :func:`mlip.workflows.active_learning.learn` with that fixed pool, started from that same committee,
    ``--per-iteration`` labels per iteration up to the largest budget, every committee warm-started from
    the last and evaluated on ``heldout.xyz``: the iteration whose label count is a budget gives that
@@ -176,7 +179,12 @@ def run_strategy(work: Path, strategy: str, settings: dict, budget: int, progres
     0, ``work/STRATEGY-seedK`` for replicate K); its per-iteration metrics."""
     from mlip.workflows.active_learning import learn
 
-    out = work / (strategy if not settings["seed"] else f"{strategy}-seed{settings['seed']}")
+    name = strategy
+    if strategy == "uncertainty" and (settings.get("trust_lo") or settings.get("trust_hi")):
+        name += "-trust"  # beside the runs without a window
+    else:
+        settings = {k: v for k, v in settings.items() if k not in ("trust_lo", "trust_hi")}
+    out = work / (name if not settings["seed"] else f"{name}-seed{settings['seed']}")
     # every run starts from one first committee
     start = sorted((work / "pool-run" / "iter-000").glob("member-*.safetensors"))
     result = learn(work / "initial.xyz", "emt", out, heldout=work / "heldout.xyz", pool=work / "pool.xyz",
@@ -185,6 +193,48 @@ def run_strategy(work: Path, strategy: str, settings: dict, budget: int, progres
                              "max_iterations": 10 ** 6}, resume=(out / "learn.json").is_file(),
                    progress=progress, log=log)
     return result.iterations
+
+
+def ceiling(work: Path, settings: dict, progress: bool) -> dict:
+    """What labelling the whole pool buys: one member trained as a loop iteration trains (from the first
+    committee's member 0, ``finetune_epochs``) on the initial data plus every pool frame labelled by EMT,
+    in ``work/ceiling``; its held-out force MAE, in all and per kind (meV/Å). No selection of part of the
+    pool, trained so, can be expected to beat it."""
+    import ase.io
+    from ase.calculators.emt import EMT
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    from mlip.data import read_dataset
+    from mlip.pretrained import load_potential
+    from mlip.training.evaluation import evaluate_groups
+    from mlip.training.samples import atoms_of
+    from mlip.workflows.active_learning.committee import train_committee
+    from mlip.workflows.distill import student_config
+
+    labelled = work / "ceiling" / "pool-labelled.xyz"
+    if not labelled.is_file():
+        frames = ase.io.read(work / "pool.xyz", ":")
+        for atoms in frames:
+            reference = atoms.copy()
+            reference.calc = EMT()
+            atoms.calc = SinglePointCalculator(atoms, energy=reference.get_potential_energy(),
+                                               forces=reference.get_forces(), stress=reference.get_stress())
+        labelled.parent.mkdir(parents=True, exist_ok=True)
+        write_frames(labelled, frames)
+    first = sorted((work / "pool-run" / "iter-000").glob("member-*.safetensors"))[0]
+    species = json.loads((work / "pool-run" / "learn.json").read_text())["elements"]  # the members' order
+    samples = list(read_dataset(work / "initial.xyz")) + list(read_dataset(labelled))
+    t0 = time.perf_counter()
+    member = train_committee(student_config(settings["model"], species), samples, work / "ceiling", 1, 0,
+                             settings["finetune_epochs"], previous=[first], progress=progress)[0]
+    held = list(read_dataset(work / "heldout.xyz", species=species))
+    overall, groups = evaluate_groups(load_potential(str(member)), held,
+                                      lambda s: str(atoms_of(s).info.get("config_type", "")))
+    log(f"ceiling: one member on all {len(samples)} structures: held-out forces MAE "
+        f"{overall['forces_mae_meV_per_A']:.1f} meV/Å ({(time.perf_counter() - t0) / 60:.1f} min)")
+    return {"n_train": len(samples), "epochs": settings["finetune_epochs"], "members": 1,
+            "forces_mae_meV_per_A": overall["forces_mae_meV_per_A"],
+            "per_config_type": {k: m["forces_mae_meV_per_A"] for k, (n, m) in groups.items()}}
 
 
 def point(record: dict) -> dict:
@@ -270,9 +320,19 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=200, help="epochs of the first committee")
     p.add_argument("--finetune-epochs", type=int, default=50)
     p.add_argument("--strategies", nargs="+", default=["uncertainty", "random"])
+    p.add_argument("--trust-lo", type=float, default=None,
+                   help="trust window of selection by uncertainty, lower bound (eV/Å; runs in "
+                        "WORK/uncertainty-trust)")
+    p.add_argument("--trust-hi", type=float, default=None,
+                   help="trust window, upper bound (eV/Å): more uncertain frames are never labelled")
     p.add_argument("--replicates", type=int, default=1,
                    help="runs of each strategy with seeds 0, 1, ... (the random draw, the members' "
                         "shuffling)")
+    p.add_argument("--only-replicate", type=int, default=None, metavar="K",
+                   help="run only replicate K (seed K), e.g. replicates in parallel processes; a later run "
+                        "without it finds them done and writes the record of all")
+    p.add_argument("--ceiling", action="store_true",
+                   help="also train one member on the whole pool labelled (what no selection can beat)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: on two busy cores far faster than torch's default)")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
@@ -297,16 +357,19 @@ def main(argv=None) -> int:
         smoke = {"model": {**MODEL["model"], "hidden": 8, "num_radial": 4, "num_densities": 2}}
         model.write_text(yaml.safe_dump({**MODEL, **smoke} if args.smoke else MODEL))
     settings = {"committee": args.committee, "model": str(model), "epochs": args.epochs,
-                "finetune_epochs": args.finetune_epochs, "per_iteration": args.per_iteration, "seed": 0}
+                "finetune_epochs": args.finetune_epochs, "per_iteration": args.per_iteration, "seed": 0,
+                "trust_lo": args.trust_lo, "trust_hi": args.trust_hi}
     t0 = time.perf_counter()
     make_data(args.work, sizes)
-    make_pool(args.work, settings, sizes["pool_explore"], not args.no_progress)
+    first = {k: v for k, v in settings.items() if k not in ("trust_lo", "trust_hi")}
+    make_pool(args.work, first, sizes["pool_explore"], not args.no_progress)
     curves = {}
-    for seed in range(args.replicates):
+    for seed in range(args.replicates) if args.only_replicate is None else [args.only_replicate]:
         for strategy in args.strategies:
             iterations = run_strategy(args.work, strategy, {**settings, "seed": seed}, max(args.budgets),
                                       not args.no_progress)
             curves.setdefault(strategy, []).append([point(r) for r in iterations if "heldout" in r])
+    top = ceiling(args.work, first, not args.no_progress) if args.ceiling else None
     table = summarise(curves, args.budgets)
     for budget, row in table.items():
         cells = [f"{s} {row[s]['mean_forces_mae_meV_per_A']:.1f}" for s in args.strategies if row.get(s)]
@@ -319,7 +382,7 @@ def main(argv=None) -> int:
               **sizes, "smoke": args.smoke,
               "pool_size": len(ase.io.read(args.work / "pool.xyz", ":")),
               "heldout_size": len(ase.io.read(args.work / "heldout.xyz", ":")),
-              "budgets": args.budgets, "curves": curves, "by_budget": table,
+              "budgets": args.budgets, "curves": curves, "by_budget": table, "ceiling": top,
               "minutes_this_run": (time.perf_counter() - t0) / 60, "threads": torch.get_num_threads(),
               "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
               "load_average": os.getloadavg(), "commit": git_commit(), "date": time.strftime("%Y-%m-%d")}

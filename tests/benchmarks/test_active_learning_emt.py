@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import ase.io
 import numpy as np
 import pytest
 
@@ -18,7 +19,7 @@ def test_smoke_run_writes_the_curves_and_resumes(script, tmp_path, capsys):
     work, record, png = tmp_path / "work", tmp_path / "al.json", tmp_path / "al.png"
     argv = ["--smoke", "--work", str(work), "--budgets", "2", "4", "--per-iteration", "2", "--committee", "2",
             "--epochs", "1", "--finetune-epochs", "1", "--json", str(record), "--plot", str(png),
-            "--no-progress", "--replicates", "2"]
+            "--no-progress", "--replicates", "2", "--trust-hi", "50", "--ceiling"]
     assert script.main(argv) == 0
     result = json.loads(record.read_text())
     assert result["smoke"] and result["budgets"] == [2, 4]
@@ -29,6 +30,16 @@ def test_smoke_run_writes_the_curves_and_resumes(script, tmp_path, capsys):
             assert [p["labels"] for p in curve] == [0, 2, 4]
             assert set(curve[-1]["per_config_type"]) == kinds
     assert (work / "random-seed1" / "summary.json").is_file()
+    # the trust window is the uncertainty arm's (its own folders), random draws from the whole pool
+    assert (work / "uncertainty-trust-seed1" / "summary.json").is_file()
+    assert result["settings"]["trust_hi"] == 50
+    window = json.loads((work / "uncertainty-trust" / "iter-001" / "metrics.json").read_text())
+    assert window["trust_hi"] == 50 and "above_trust_hi" not in json.loads(
+        (work / "random" / "iter-001" / "metrics.json").read_text())
+    # the ceiling: one member on the initial data and the whole pool, labelled
+    top = result["ceiling"]
+    assert top["n_train"] == result["pool_size"] + len(ase.io.read(work / "initial.xyz", ":"))
+    assert set(top["per_config_type"]) == kinds and np.isfinite(top["forces_mae_meV_per_A"])
     # every run starts from the same committee, so all agree before any label
     first = {json.dumps(curve[0]) for replicates in result["curves"].values() for curve in replicates}
     assert len(first) == 1
@@ -46,7 +57,7 @@ def test_smoke_run_writes_the_curves_and_resumes(script, tmp_path, capsys):
     from mlip.testing.scripts import script_module
 
     with script_module(CALIBRATION) as calibration:
-        members = sorted((work / "uncertainty" / "iter-002").glob("member-*.safetensors"))
+        members = sorted((work / "uncertainty-trust" / "iter-002").glob("member-*.safetensors"))
         cal_json, cal_png = tmp_path / "cal.json", tmp_path / "cal.png"
         assert calibration.main(["--members", *map(str, members), "--heldout", str(work / "heldout.xyz"),
                                  "--json", str(cal_json), "--plot", str(cal_png), "--bins", "3"]) == 0
