@@ -5,7 +5,8 @@
 
 Every periodic structure with a v2 label (``v2/run``) and every structure without a periodic direction
 with its v1 label (Γ is its only k-point under every rule, so its v1 label is its v2 label; plan.py) goes
-into the part of v1's split it was in. A v2 model is therefore tested on structures that no v1 or v2
+into the part of v1's split it was in; the structures v1 does not have (additions.py) are split 80/10/10
+per kind, each MD trajectory or path whole. A v2 model is therefore tested on structures that no v1 or v2
 model trained on, and v1 and v2 models can be compared on the same test structures. A periodic structure
 v1 did not split (its v1 label failed) goes to train and is counted. Rerun it whenever tranches have been
 labelled: the files are rewritten (atomically) from the results alone.
@@ -38,6 +39,15 @@ def v1_parts(work: Path) -> Dict[str, str]:
     return part_of
 
 
+def additions_parts(additions: List) -> Dict[str, str]:
+    """id → part for the structures v1 does not have (additions.py): 80/10/10 per kind, whole MD
+    trajectories and paths in one part (their frames are correlated), seed 0."""
+    from mlip.data.splits import split_dataset
+
+    parts = split_dataset(additions, (0.8, 0.1, 0.1), seed=0, group_by="group", stratify_by="config_type")
+    return {str(a.info["id"]): part for part, frames in zip(PARTS, parts) for a in frames}
+
+
 def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     """Write the v2 files into ``out``; {part: {config_type: frames}}."""
     import tempfile
@@ -50,6 +60,10 @@ def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     part_of = v1_parts(work)
     structures = read(SET / "sige-structures.xyz", ":")
     periodic = [a for a in structures if a.pbc.any()]
+    if (HERE / "additions.xyz").exists():
+        additions = read(HERE / "additions.xyz", ":")
+        part_of.update(additions_parts(additions))
+        periodic += additions
     with tempfile.TemporaryDirectory() as tmp:
         write_labelled(periodic, HERE / "run", Path(tmp) / "v2.xyz")
         v2 = read(Path(tmp) / "v2.xyz", ":")

@@ -22,6 +22,10 @@ issue's budget, so the structures are labelled in order of value:
 - within a kind, a seeded random order of cells of at most :data:`MAX_ATOMS` atoms (the cost of a label
   grows with the cell; larger cells follow at the end).
 
+What v1 lacks (``additions.xyz`` from additions.py: MD snapshots of crystals at 300–900 K, the diamond →
+β-Sn path) joins the order as two more kinds. When it appears after labelling has started, the tranches
+with labels are kept as they are and the rest is planned again with it.
+
 The order is cut into tranches of :data:`TRANCHE` structures (``tranche-01.xyz``, ...), labelled one after
 another into one results folder, so that each finished tranche is written as a labelled file and a
 stopped run loses at most the calculation in progress.
@@ -41,8 +45,9 @@ SET = HERE.parent
 #: the v2 rule: overrides of the dataset's GPAW settings
 V2_SETTINGS = {"kpoint_density_per_inv_A": 8.0}
 #: turns per round of each periodic kind
-WEIGHTS: Dict[str, int] = {"prototype": 3, "strained": 3, "rattled": 3, "ordered_alloy": 2, "vacancy": 1,
-                           "surface": 1, "interstitial": 1, "random_alloy": 1, "liquid": 1, "amorphous": 1}
+WEIGHTS: Dict[str, int] = {"prototype": 3, "strained": 3, "rattled": 3, "md_crystal": 3, "ordered_alloy": 2,
+                           "transition_path": 2, "vacancy": 1, "surface": 1, "interstitial": 1,
+                           "random_alloy": 1, "liquid": 1, "amorphous": 1}
 #: cells up to this size first, in each kind
 MAX_ATOMS = 16
 #: structures per tranche file
@@ -106,23 +111,65 @@ def reuse_study_labels(structures: List, run: Path) -> List[str]:
     return reused
 
 
+def started_tranches(run: Path) -> List[Path]:
+    """The tranche files, in order, up to the last one that label.sh has started: with a result of its
+    own in ``run`` (a label reused from the k-point study does not count) or a labelled file."""
+    from ase.io import read
+
+    from mlip.workflows.labelling import result_id
+    from mlip.workflows.sharding import load_results
+
+    results = load_results(run)
+    files = sorted(HERE.glob("tranche-*.xyz"))
+    last = 0
+    for k, path in enumerate(files):
+        records = [results.get(result_id(a)) for a in read(path, ":")]
+        labelled_here = any(r is not None and "from" not in r.get("label_details", {}) for r in records)
+        if labelled_here or (HERE / "labelled" / path.name).exists():
+            last = k + 1
+    return files[:last]
+
+
+def write_tranches(order: List, first_number: int) -> None:
+    """``order`` cut into tranche files numbered from ``first_number``; tranche files after them go."""
+    from ase.io import write
+
+    from mlip.io import atomic_write
+
+    number = first_number
+    for k in range(0, len(order), TRANCHE):
+        chunk = order[k:k + TRANCHE]
+        atomic_write(HERE / f"tranche-{number:02d}.xyz", lambda tmp, c=chunk: write(tmp, c, format="extxyz"))
+        number += 1
+    for path in sorted(HERE.glob("tranche-*.xyz")):
+        if int(path.stem.split("-")[1]) >= number:
+            path.unlink()
+
+
 def main() -> None:
-    from ase.io import read, write
+    from ase.io import read
 
     structures = read(SET / "sige-structures.xyz", ":")
+    additions = read(HERE / "additions.xyz", ":") if (HERE / "additions.xyz").exists() else []
     run = HERE / "run"
     reused = reuse_study_labels(structures, run)
-    if sorted(HERE.glob("tranche-*.xyz")):  # the order is fixed once labelling has started
+    existing = sorted(HERE.glob("tranche-*.xyz"))
+    planned = {str(a.info["id"]) for path in existing for a in read(path, ":")}
+    if existing and all(str(a.info["id"]) in planned for a in additions):
         print(f"{len(reused)} labels reused from the k-point study; the tranche files exist and are kept")
         return
-    order = value_order(structures, reused)
-    for k in range(0, len(order), TRANCHE):
-        write(HERE / f"tranche-{k // TRANCHE + 1:02d}.xyz", order[k:k + TRANCHE], format="extxyz")
+    # the first plan, or additions (additions.py) not yet planned: the tranches labelling has started
+    # are kept as they are, the rest is planned again with the additions
+    kept = started_tranches(run) if existing else []
+    kept_ids = {str(a.info["id"]) for path in kept for a in read(path, ":")}
+    order = value_order([a for a in structures + additions if str(a.info["id"]) not in kept_ids], reused)
+    write_tranches(order, len(kept) + 1)
     counts: Dict[str, int] = {}
-    for atoms in order[:TRANCHE]:
+    for atoms in order:
         counts[atoms.info["config_type"]] = counts.get(atoms.info["config_type"], 0) + 1
-    print(f"{len(order)} periodic structures in {-(-len(order) // TRANCHE)} tranches; {len(reused)} labels "
-          f"reused from the k-point study; tranche 1: {counts}")
+    print(f"{len(kept)} tranches kept (labelling started); {len(order)} periodic structures planned in "
+          f"{-(-len(order) // TRANCHE)} more tranches from tranche-{len(kept) + 1:02d}; {len(reused)} labels "
+          f"reused from the k-point study; by kind {counts}")
 
 
 if __name__ == "__main__":
