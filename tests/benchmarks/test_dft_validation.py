@@ -300,24 +300,31 @@ def test_each_property_states_its_meshes_and_cost(dv, tmp_path):
 
 
 def test_settings_per_property_each_property_from_its_own_run(dv, tmp_path):
-    """run_by_property: each group of properties is a run at its own settings (its own cache folder and
-    lattice constant), the report takes each property from its group and says which settings gave it."""
-    sizes = dv.Sizes(eos_volumes=[0.9, 1.1, 5], relax_steps=60)
+    """run_by_property: each group of (property, element) pairs is a run at its own settings (its own cache
+    folder and lattice constant); the report takes each number from its group and says which settings
+    gave it. Here Au's phonons are set apart from Cu's."""
+    sizes = dv.Sizes(eos_volumes=[0.9, 1.1, 5], relax_steps=60, phonon_supercell=2, phonon_mesh=4)
     coarse, dense = _emt_with_mesh(dv, 1.0, "mesh-1.0"), _emt_with_mesh(dv, 3.0, "mesh-3.0")
     ranks = dv.Ranks(mpi=False)
-    groups = [(dense, ["lattice", "phases"]), (coarse, ["vacancy"])]
-    merged = dv.run_by_property(groups, ["Cu"], ["lattice", "phases", "vacancy"], sizes, tmp_path, ranks,
-                                False, False, lambda line: None)
-    alone = {m.key: dv.run_method(m, ["Cu"], props, sizes, tmp_path, ranks, False, False, lambda line: None)
-             for m, props in groups}
-    assert list(merged["properties"]) == ["lattice", "phases", "vacancy"]
-    for method, props in groups:
-        for prop in props:
-            mine, theirs = ({prop: r["properties"][prop]} for r in (merged, alone[method.key]))
+    groups = [(dense, [("lattice", "Cu"), ("lattice", "Au"), ("phases", "Cu"), ("phonons", "Au")]),
+              (coarse, [("phonons", "Cu"), ("vacancy", "Cu")])]
+    quiet = (sizes, tmp_path, ranks, False, False, lambda line: None)
+    merged = dv.run_by_property(groups, ["Cu", "Au"], ["lattice", "phases", "phonons", "vacancy"], *quiet)
+    alone = {m.key: dv.run_method(m, ["Cu", "Au"], list(dict.fromkeys(p for p, _ in pairs)), *quiet,
+                                  only=pairs) for m, pairs in groups}
+    assert list(merged["properties"]) == ["lattice", "phases", "phonons", "vacancy"]
+    assert list(merged["properties"]["phonons"]) == ["Cu", "Au"]
+    for method, pairs in groups:
+        for prop, element in pairs:
+            mine, theirs = ({prop: {element: r["properties"][prop][element]}}
+                            for r in (merged, alone[method.key]))
             assert dv.scalars(mine) == dv.scalars(theirs) and dv.scalars(mine)
-            assert merged["stages"][prop] == alone[method.key]["stages"][prop]
-            assert merged["settings_by_property"][prop]["key"] == method.key
-    assert merged["settings_by_property"]["vacancy"]["settings"]["kpoint_density_per_inv_A"] == 1.0
+            assert merged["stages"][prop][element] == alone[method.key]["stages"][prop][element]
+            assert merged["settings_by_property"][prop][element]["key"] == method.key
+    assert "Cu" not in alone[dense.key]["properties"]["phonons"]  # only the pairs of the group
+    cu_coarse = merged["settings_by_property"]["phonons"]["Cu"]
+    assert cu_coarse["settings"]["kpoint_density_per_inv_A"] == 1.0
+    assert cu_coarse["lattice_constant_A"] == alone[coarse.key]["lattice_constants_A"]["Cu"]
     assert (tmp_path / "cache" / "mesh-1.0").is_dir() and (tmp_path / "cache" / "mesh-3.0").is_dir()
     assert merged["evaluations"]["computed"] > 0
     assert all(r["evaluations"]["computed"] == 0 for r in alone.values())  # what the merged run stored
@@ -326,17 +333,22 @@ def test_settings_per_property_each_property_from_its_own_run(dv, tmp_path):
 
 def test_property_settings_are_parsed_and_group_the_gpaw_methods(dv):
     pytest.importorskip("gpaw")
-    per = dv.parse_property_settings(["phases:kpoint_density_per_inv_A=8", "phases:ecut_eV=500"],
+    per = dv.parse_property_settings(["phases:kpoint_density_per_inv_A=8", "phases:ecut_eV=500",
+                                      "phonons.Ge:kpoint_density_per_inv_A=8"],
                                      {"lattice": {"kpoint_density_per_inv_A": 8.0}})
     assert per == {"lattice": {"kpoint_density_per_inv_A": 8.0},
-                   "phases": {"kpoint_density_per_inv_A": 8, "ecut_eV": 500}}
+                   "phases": {"kpoint_density_per_inv_A": 8, "ecut_eV": 500},
+                   "phonons.Ge": {"kpoint_density_per_inv_A": 8}}
     groups = dv.gpaw_groups({}, {"lattice": {"kpoint_density_per_inv_A": 8.0},
-                                 "elastic": {"kpoint_density_per_inv_A": 8.0}},
-                            ["lattice", "phonons", "elastic", "vacancy"], cache_only=False)
-    assert [props for _, props in groups] == [["lattice", "elastic"], ["phonons", "vacancy"]]
+                                 "elastic": {"kpoint_density_per_inv_A": 8.0},
+                                 "phonons.Ge": {"kpoint_density_per_inv_A": 8.0}},
+                            ["lattice", "phonons", "elastic", "vacancy"], ["Si", "Ge"], cache_only=False)
+    assert [pairs for _, pairs in groups] == [
+        [("lattice", "Si"), ("lattice", "Ge"), ("phonons", "Ge"), ("elastic", "Si")],
+        [("phonons", "Si"), ("vacancy", "Si")]]
     assert groups[1][0].key == dv.gpaw_method({}).key
-    for bad in ("phase:ecut_eV=500", "ecut_eV=500", "lattice:ecut_eV"):
-        with pytest.raises(ValueError, match="PROPERTY:KEY=VALUE|KEY=VALUE"):
+    for bad in ("phase:ecut_eV=500", "ecut_eV=500", "lattice:ecut_eV", "phonons.Ge.x:ecut_eV=1"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
             dv.parse_property_settings([bad], {})
 
 
