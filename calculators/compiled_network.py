@@ -1,87 +1,44 @@
-"""torch.compile for a potential's network, with a warned fall-back to eager execution.
+"""torch.compile for a calculator's evaluation, with a warned fall-back to eager execution.
 
-Only the energy network (``potential.model``) is compiled, with dynamic shapes (atom and edge counts
-change from call to call); the derivatives stay with autograd, which differentiates the compiled
-graph (AOTAutograd builds its backward), so forces and stress are the first derivatives of the same
-energy as in eager mode. The first call compiles (tens of seconds on a CPU); calls on structures of
-another size may recompile once more (sizes 0 and 1 are specialised, the rest are symbolic).
+The whole evaluation is compiled as one graph (:class:`CompiledEvaluation`): the edge vectors, the
+network, the potential's terms and the first derivatives of the energy in the positions and the strain
+(forces and stress), which torch.compile traces into the graph with ``trace_autograd_ops`` rather than
+leaving them to autograd. A call then runs one compiled function instead of thousands of small
+operations and their autograd bookkeeping, which is what a small cell's call costs eagerly
+(docs/speed.md). Shapes are dynamic (atom and edge counts change from call to call); the first call
+compiles (minutes on a CPU for the shipped transformers), and a structure of another size may compile
+once more (sizes 0 and 1 are specialised, and the compiler may bound a size's range).
 
 A compilation that fails (no C compiler for the CPU backend, an operation the compiler does not
-support, ...) does not stop the calculation: the call is repeated with the eager network, a
-``CompileFallbackWarning`` names the problem in one line, and the network stays eager from then
-on. The results are the same either way; only the speed differs.
+support, torch's limit on recompilations, ...) does not stop the calculation: the call is repeated
+eagerly, a ``CompileFallbackWarning`` names the problem in one line, and the calculator stays eager from
+then on. The results are the same either way to rounding; only the speed differs.
 """
 
 from __future__ import annotations
 
-import types
 import warnings
+from typing import Dict, Optional
 
 import torch
+import torch._dynamo
 
+from mlip.graph import AtomicGraph, edge_vectors
+from mlip.nn import edge_indices_within
 from mlip.potential import Potential
 
 
 class CompileFallbackWarning(RuntimeWarning):
-    """torch.compile failed for a network; it runs eagerly (same results, eager speed)."""
+    """torch.compile failed; the evaluation runs eagerly (same results, eager speed)."""
 
 
 def first_line(err: BaseException, limit: int = 300) -> str:
-    """``TypeName: first line of the message`` (at most ``limit`` characters)."""
-    lines = str(err).strip().splitlines()
-    text = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+    """``TypeName: first line of the message`` (with the second when the first ends in a colon, as
+    "backend='inductor' raised:" does), at most ``limit`` characters."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    message = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else lines[0] if lines else ""
+    text = f"{type(err).__name__}: {message}" if message else type(err).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-class CompiledForward:
-    """Replaces ``module.forward``: the compiled forward until it fails once, then the eager one.
-
-    The compiled callable is created from the class's ``forward`` bound to ``module``, so the module's
-    parameters, buffers and ``state_dict`` stay those of the eager module (checkpoints are unchanged).
-    """
-
-    def __init__(self, module: torch.nn.Module):
-        self.module = module
-        self.eager = types.MethodType(type(module).forward, module)
-        self.compiled = torch.compile(self.eager, dynamic=True)
-        #: why compilation failed (one line), or None while the compiled forward is used
-        self.failure = None
-
-    def __call__(self, *args, **kwargs):
-        if self.failure is None:
-            try:
-                return self.compiled(*args, **kwargs)
-            except Exception as err:  # the compiler's failure; a genuine error repeats eagerly below
-                result = self.eager(*args, **kwargs)
-                self.failure = first_line(err)
-                warnings.warn(
-                    f"torch.compile failed for {type(self.module).__name__} ({self.failure}); "
-                    "running it eagerly (same results, eager speed)",
-                    CompileFallbackWarning,
-                    stacklevel=2,
-                )
-                return result
-        return self.eager(*args, **kwargs)
-
-    def __deepcopy__(self, memo):
-        # Copied with its module (copy.deepcopy of a Potential): compile the copy afresh.
-        copied = memo.get(id(self.module))
-        if copied is None:
-            raise TypeError("a compiled forward is copied together with its module, not alone")
-        return CompiledForward(copied)
-
-
-def compile_network(potential: Potential, dtype: torch.dtype) -> None:
-    """Compile ``potential.model`` in place (see the module docstring); idempotent.
-
-    With ``isolated_reference`` the isolated-atom energies are computed first, eagerly, and cached (the
-    weights are frozen in a calculator), so a structure with no edges is never compiled for them."""
-    if isinstance(potential.model.__dict__.get("forward"), CompiledForward):
-        return
-    if potential.isolated_reference:
-        potential.per_element_offsets(dtype)  # fills the cache keyed on the weights' state
-    warm_up(potential.model, dtype)
-    potential.model.forward = CompiledForward(potential.model)
 
 
 def warm_up(model: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -97,7 +54,63 @@ def warm_up(model: torch.nn.Module, dtype: torch.dtype) -> None:
         model(species, edge_index, vectors, batch, 1)
 
 
-def is_compiled(potential: Potential) -> bool:
-    """True while ``potential.model`` runs compiled (False before compile_network or after a fall-back)."""
-    forward = potential.model.__dict__.get("forward")
-    return isinstance(forward, CompiledForward) and forward.failure is None
+class CompiledEvaluation:
+    """Energy, per-atom energies, forces and stress of a graph from one compiled graph, until it fails
+    once; then eagerly (``Potential.forward``).
+
+    torch.compile traces the whole of ``Potential.forward`` with ``trace_autograd_ops``: the edge
+    vectors under a zero strain, the network and the potential's terms, and the ``autograd.grad`` of the
+    energy in the positions and the strain become one forward-only graph (no AOTAutograd backward, no
+    autograd bookkeeping per call), compiled with dynamic shapes and no graph break. What depends on the
+    data stays outside, eagerly: the species lookup with its checks and, for a network whose attention
+    reaches less far than the graph (``model.attention_cutoff``), the selection of the edges within it,
+    made from the same edge vectors the eager network would compute, so both pick the same edges.
+    """
+
+    def __init__(self, potential: Potential):
+        self.potential = potential
+        cutoff = getattr(potential.model, "attention_cutoff", None)
+        #: the attention radius (Å) whose edges are selected before the compiled graph, or None
+        self.attention_cutoff = cutoff if cutoff is not None and cutoff < potential.cutoff else None
+        self.compiled = torch.compile(self.evaluate, dynamic=True, fullgraph=True)
+        #: why compilation failed (one line), or None while the compiled evaluation is used
+        self.failure = None
+
+    def evaluate(self, graph: AtomicGraph, species: torch.Tensor, attention_edges: Optional[torch.Tensor],
+                 compute_stress: bool) -> Dict[str, torch.Tensor]:
+        """``Potential.forward`` with forces (and stress when ``compute_stress``), detached; compiled."""
+        out = self.potential(graph, compute_forces=True, compute_stress=compute_stress, species=species,
+                             attention_edges=attention_edges)
+        return {key: value.detach() for key, value in out.items()}
+
+    def __call__(self, graph: AtomicGraph, compute_stress: bool) -> Dict[str, torch.Tensor]:
+        """What ``potential(graph, compute_forces=True, compute_stress=compute_stress)`` returns."""
+        if self.failure is None:
+            species = self.potential.species_index(graph.numbers)  # its checks raise ValueError eagerly
+            attention_edges = None
+            if self.attention_cutoff is not None:
+                with torch.no_grad():
+                    vectors = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index,
+                                           graph.shifts)
+                attention_edges = edge_indices_within(vectors, self.attention_cutoff)
+            try:
+                with torch._dynamo.config.patch(trace_autograd_ops=True):
+                    return self.compiled(graph, species, attention_edges, bool(compute_stress))
+            except Exception as err:  # the compiler's failure; a genuine error repeats eagerly below
+                result = self.potential(graph, compute_forces=True, compute_stress=compute_stress)
+                self.failure = first_line(err)
+                warnings.warn(
+                    f"torch.compile failed for {type(self.potential.model).__name__} ({self.failure}); "
+                    "running it eagerly (same results, eager speed)",
+                    CompileFallbackWarning,
+                    stacklevel=2,
+                )
+                return result
+        return self.potential(graph, compute_forces=True, compute_stress=compute_stress)
+
+
+def is_compiled(calc) -> bool:
+    """True while the calculator ``calc`` evaluates through its compiled graph (False without
+    ``compile=True`` or after a fall-back)."""
+    compiled = getattr(calc, "compiled", None)
+    return compiled is not None and compiled.failure is None

@@ -128,7 +128,7 @@ def _probe_atoms(symbol: str, cutoff: float, neighbors: float):
 
 def saved_bytes(potential: Potential, graph) -> int:
     """Bytes of the tensors autograd saves when ``potential`` evaluates forces and stress of ``graph``
-    (each storage counted once). A compiled network is measured eagerly (it saves at most that)."""
+    (each storage counted once); a compiled calculator's memory is estimated from this eager evaluation."""
     seen, total = set(), 0
 
     def pack(tensor):
@@ -139,17 +139,8 @@ def saved_bytes(potential: Potential, graph) -> int:
             total += storage.nbytes()
         return tensor
 
-    model = potential.model
-    forward = model.__dict__.get("forward")
-    eager = getattr(forward, "eager", None)  # mlip.calculators.compiled_network.CompiledForward
-    if eager is not None:
-        model.forward = eager
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            potential(graph, compute_forces=True, compute_stress=True)
-    finally:
-        if eager is not None:
-            model.forward = forward
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        potential(graph, compute_forces=True, compute_stress=True)
     return total
 
 

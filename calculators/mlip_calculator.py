@@ -11,7 +11,7 @@ import torch
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
 from mlip.allocator import tune_malloc
-from mlip.calculators.compiled_network import compile_network
+from mlip.calculators.compiled_network import CompiledEvaluation, warm_up
 from mlip.calculators.memory import MemoryCheck
 from mlip.graph_builder import GraphBuilder
 from mlip.potential import Potential
@@ -115,10 +115,12 @@ class MLIPCalculator(GraphCalculator):
         device: ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
         dtype: ``"float32"`` (fast MD) or ``"float64"`` (relaxations, phonons, finite differences).
         neighbor_backend: ``"auto"``, ``"vesin"`` or ``"torch"``.
-        compile: run the network through ``torch.compile`` (dynamic shapes; forces and stress by
-            autograd as in eager mode). The first call compiles (tens of seconds on a CPU, longer
-            for big models), the kernels are built for the thread count torch uses then, and a
-            failed compilation warns and runs eagerly (:mod:`mlip.calculators.compiled_network`).
+        compile: evaluate through ``torch.compile``: energy, forces and stress in one compiled graph
+            (dynamic shapes; the derivatives traced into it), for MD and relaxations of one structure,
+            where the per-call cost of eager PyTorch dominates small cells. The first call compiles
+            (minutes on a CPU for the shipped transformers), the kernels are built for the thread
+            count torch uses then, and a failed compilation warns and runs eagerly
+            (:mod:`mlip.calculators.compiled_network`).
         check_memory: estimate the memory of an evaluation before its graph is built and refuse a
             structure that would not fit in the memory available (:mod:`mlip.calculators.memory`);
             default: on, unless the environment sets ``MLIP_MEMORY_CHECK=0``.
@@ -156,8 +158,13 @@ class MLIPCalculator(GraphCalculator):
         potential = copy.deepcopy(potential).to(device=self.device, dtype=self.dtype)
         self.potential = potential.requires_grad_(False).eval()
         self._builder = None  # (configuration, GraphBuilder), see _graph_builder
+        #: the compiled evaluation of ``compile=True`` (:class:`CompiledEvaluation`), or None
+        self.compiled = None
         if compile:
-            compile_network(self.potential, self.dtype)
+            if self.potential.isolated_reference:
+                self.potential.per_element_offsets(self.dtype)  # cached eagerly, before any compilation
+            warm_up(self.potential.model, self.dtype)
+            self.compiled = CompiledEvaluation(self.potential)
         if self.device.type == "cpu":
             tune_malloc()  # linear cost in system size on CPU (see mlip.allocator)
 
@@ -178,7 +185,10 @@ class MLIPCalculator(GraphCalculator):
         if properties is None:
             properties = self.implemented_properties
         atoms, graph, has_volume = self._start(atoms, properties, system_changes)
-        out = self.potential(graph, compute_forces=True, compute_stress=has_volume)
+        if self.compiled is not None:
+            out = self.compiled(graph, compute_stress=has_volume)
+        else:
+            out = self.potential(graph, compute_forces=True, compute_stress=has_volume)
         energy = float(out["energy"].detach().to(torch.float64).cpu()[0])
         if not np.isfinite(energy):
             raise RuntimeError("the potential returned a non-finite energy")

@@ -155,16 +155,21 @@ class Potential(nn.Module):
 
     # ------------------------------------------------------------------ evaluation
     def model_energies(self, species: torch.Tensor, edge_index: torch.Tensor, edge_vectors: torch.Tensor,
-                       batch: torch.Tensor, n_graphs: int) -> torch.Tensor:
+                       batch: torch.Tensor, n_graphs: int,
+                       attention_edges: Optional[torch.Tensor] = None) -> torch.Tensor:
         """model_i [N] = network_i + Σ_t term_t,i (terms added in declaration order), the output that
-        ``scale`` multiplies; arguments as the model's.
+        ``scale`` multiplies; arguments as the model's (``attention_edges``, passed on when given: the
+        edges within the attention cutoff of a model that has one, see :meth:`forward`).
 
         The terms are evaluated before the network: the order in which their gradients accumulate into
         the edge vectors (and so the forces and stress, to the last bit) is that of the checkpoints
         written when the term sat inside the network, which evaluated it first."""
         term_energies = [term(species, edge_index, edge_vectors)
                          for term in self.terms.values() if scaled(term)]
-        energies = self.model(species, edge_index, edge_vectors, batch, n_graphs)
+        if attention_edges is None:
+            energies = self.model(species, edge_index, edge_vectors, batch, n_graphs)
+        else:
+            energies = self.model(species, edge_index, edge_vectors, batch, n_graphs, attention_edges)
         for term_energy in term_energies:
             energies = energies + term_energy
         return energies
@@ -210,7 +215,10 @@ class Potential(nn.Module):
         requiring it: training) it is recomputed on every call, so it stays in the graph. Otherwise
         (a calculator, whose copy of the weights is frozen, or ``torch.no_grad``) it is computed
         once per state of the weights: one forward pass fewer per call, which matters for small
-        structures (benchmarks/speed/isolated_reference_cost.py measures it)."""
+        structures (benchmarks/speed/isolated_reference_cost.py measures it). Traced by torch.compile
+        (a compiled training step) it is always recomputed: the cache key reads storage addresses."""
+        if torch.compiler.is_compiling():
+            return self.isolated_model_energies(dtype)
         state, trainable = self._weights_state()
         if torch.is_grad_enabled() and trainable:
             return self.isolated_model_energies(dtype)
@@ -234,18 +242,27 @@ class Potential(nn.Module):
         compute_forces: bool = True,
         compute_stress: bool = True,
         create_graph: bool = False,
+        species: Optional[torch.Tensor] = None,
+        attention_edges: Optional[torch.Tensor] = None,
     ) -> Dict[str, torch.Tensor]:
         """Evaluate a batch.
 
         Returns a dict with ``energy`` [n_graphs], ``energies`` [n_atoms], and when asked
         ``forces`` [n_atoms, 3] and ``stress`` [n_graphs, 6] (Voigt; NaN for a structure whose
         cell has zero volume, where stress is undefined). ``create_graph=True`` keeps the graph of
-        the derivatives so force and stress losses can be trained.
+        the derivatives so force and stress losses can be trained. ``species`` [n_atoms]: the
+        embedding indices of ``graph.numbers`` when the caller has them (:meth:`species_index`; a
+        compiled training step looks them up outside the compiled graph, whose checks depend on data).
+        ``attention_edges`` [E']: for a network with an attention cutoff shorter than the graph's
+        (``model.attention_cutoff``), the indices of the edges within it when the caller has selected
+        them (:func:`mlip.nn.edge_indices_within`; the compiled calculator does, so that no shape in its
+        graph depends on the data); None: the network selects them.
         """
         need_grad = compute_forces or compute_stress
         grad_was_enabled = torch.is_grad_enabled()
         with torch.set_grad_enabled(need_grad or grad_was_enabled):
-            out, leaf, strain = self.differentiable_energy(graph, compute_forces, compute_stress)
+            out, leaf, strain = self.differentiable_energy(graph, compute_forces, compute_stress, species,
+                                                           attention_edges)
             if need_grad:
                 inputs = [t for t in (leaf, strain) if t is not None]
                 grads = torch.autograd.grad(
@@ -255,7 +272,8 @@ class Potential(nn.Module):
         return out
 
     def differentiable_energy(self, graph: AtomicGraph, compute_forces: bool = True,
-                              compute_stress: bool = True):
+                              compute_stress: bool = True, species: Optional[torch.Tensor] = None,
+                              attention_edges: Optional[torch.Tensor] = None):
         """The energies of :meth:`forward` before any derivative is taken, with the tensors they are
         differentiated against: ``(out, positions, strain)`` with ``out`` = {``energy`` [n_graphs],
         ``energies`` [n_atoms]}, ``positions`` [n_atoms, 3] the leaf the forces are the negative
@@ -263,8 +281,10 @@ class Potential(nn.Module):
         the stress (None unless ``compute_stress``). Call it with grad mode on when a derivative is
         wanted; :meth:`derivatives` turns the gradients into forces and stress. A committee of
         potentials (:mod:`mlip.calculators.committee`) evaluates every member this way on one graph and
-        takes all their gradients in one backward pass."""
-        species = self.species_index(graph.numbers)
+        takes all their gradients in one backward pass. ``species``, ``attention_edges``: as in
+        :meth:`forward`."""
+        if species is None:
+            species = self.species_index(graph.numbers)
         dtype = graph.positions.dtype
         n_graphs = graph.n_graphs
         positions = graph.positions
@@ -275,12 +295,14 @@ class Potential(nn.Module):
             positions = leaf
         strain = None
         if compute_stress:
-            strain = torch.zeros((n_graphs, 3, 3), dtype=dtype, device=positions.device, requires_grad=True)
+            # made a leaf afterwards, not by ``requires_grad=True`` at creation, which torch.compile refuses
+            strain = torch.zeros((n_graphs, 3, 3), dtype=dtype, device=positions.device).requires_grad_(True)
             sym = 0.5 * (strain + strain.transpose(1, 2))
             positions = positions + vector_times_matrix(positions, sym, graph.batch)
             cell = cell + torch.bmm(cell, sym)
         vec = edge_vectors(positions, cell, graph.batch, graph.edge_index, graph.shifts)
-        model_energy = self.model_energies(species, graph.edge_index, vec, graph.batch, n_graphs)
+        model_energy = self.model_energies(species, graph.edge_index, vec, graph.batch, n_graphs,
+                                           attention_edges)
         energies = model_energy * self.scale.to(dtype) + self.per_element_offsets(dtype)[species]
         if self.repulsion is not None:
             energies = energies + self.repulsion(species, graph.edge_index, vec)

@@ -89,7 +89,7 @@ def measure_model(name, sizes, dtype, seconds_per_size, max_repeats):
         rec["first_compiled_call_s"] = time.perf_counter() - t0
         got = compiled.results
         rec["max_rel_diff"] = {k: rel_diff(ref[k], got[k]) for k in ("energy", "forces", "stress")}
-        rec["compiled"] = is_compiled(compiled.potential)
+        rec["compiled"] = is_compiled(compiled)
         repeats = int(max(3, min(max_repeats, seconds_per_size / max(2 * t_eager, 1e-6))))
         times = {"eager": [], "compiled": []}
         for _ in range(repeats):  # alternate, so that a busy machine slows both alike

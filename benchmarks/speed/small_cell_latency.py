@@ -24,8 +24,9 @@ on one thread for the shipped transformers (float32); ``targets`` in the JSON sa
 Every row also counts the PyTorch operations of one call (``aten_ops``: every ``aten::`` event
 torch.profiler records, nested ones included, forward and backward; deterministic, unlike the times).
 ``--compile NAME ...`` adds those shipped models in float32 through ``MLIPCalculator(compile=True)``
-(torch.compile of the network; the seconds of the first call, which compiles, are reported as
-``first_call_s``).
+(torch.compile of the whole evaluation, energy, forces and stress in one graph; the seconds of the
+first call, which compiles, are reported as ``first_call_s`` at the first size, wall-clock, with the
+process's CPU seconds in ``first_call_cpu_s``, the compiler's subprocesses not counted).
 
 The results are merged into ``--json`` under ``--label`` (e.g. ``before`` and ``after`` a change),
 each with the machine facts (torch version, CPU model, threads, load average) and the git commit.
@@ -37,6 +38,7 @@ import argparse
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -139,7 +141,7 @@ def main(argv=None) -> int:
             a = atoms.copy()
             a.calc = calc
             work[key, n] = (a, atoms.get_positions())
-            first_call[key, n] = time_calls(a, work[key, n][1], rng, 1)[0][0]
+            first_call[key, n] = time_calls(a, work[key, n][1], rng, 1)[0]
             time_calls(a, work[key, n][1], rng, args.warmup)
             ops[key, n] = count_ops(a, work[key, n][1], rng) if key != "EMT" else 0
     times = {k: [] for k in work}
@@ -164,7 +166,7 @@ def main(argv=None) -> int:
                          "ms_p10": float(np.percentile(wall, 10)), "cpu_ms": cpu_ms,
                          "calls": len(wall), "vs_emt": ms / float(np.median(emt_wall)),
                          "cpu_vs_emt": cpu_ms / float(np.median(emt_cpu)), "aten_ops": ops[key, n],
-                         "first_call_s": first_call[key, n]})
+                         "first_call_s": first_call[key, n][0], "first_call_cpu_s": first_call[key, n][1]})
     print(f"\ntorch {facts['torch']}, {facts['cpu']}, {args.threads} thread(s), "
           f"commit {facts['commit'][:10]}, load average {facts['load_average'][0]:.1f}")
     columns = (("wall-clock", "ms", "vs_emt"), ("CPU time of the process", "cpu_ms", "cpu_vs_emt"))
@@ -193,7 +195,8 @@ def main(argv=None) -> int:
 
     if args.json:
         record = read_json(args.json) or {}
-        record[args.label] = {"machine": facts, "rounds": args.rounds, "repeats": args.repeats,
+        record[args.label] = {"command": " ".join(["python"] + sys.argv), "machine": facts,
+                              "rounds": args.rounds, "repeats": args.repeats,
                               "warmup": args.warmup, "structures": "rattled fcc Cu/Au, half Au, a=3.75 Å",
                               "rows": rows, "targets": targets}
         write_json(args.json, record)

@@ -108,13 +108,13 @@ def add_model_args(p: argparse.ArgumentParser, dtype: str) -> None:
 
 
 def add_compile_arg(p: argparse.ArgumentParser) -> None:
-    """--compile: torch.compile the network of an mlip model (MLIPCalculator's ``compile``)."""
+    """--compile: torch.compile the evaluation of an mlip model (MLIPCalculator's ``compile``)."""
     p.add_argument(
         "--compile",
         action="store_true",
-        help="run the network of an mlip model through torch.compile: the first evaluation compiles "
-        "(tens of seconds on a CPU, minutes for large models), later ones may be faster (long MD, "
-        "big cells); a failed compilation warns and runs eagerly; ignored for ASE calculators",
+        help="evaluate an mlip model through torch.compile (energy, forces and stress in one graph): "
+        "the first evaluation compiles (minutes on a CPU), later ones are faster (long MD, small "
+        "cells most); a failed compilation warns and runs eagerly; ignored for ASE calculators",
     )
 
 

@@ -2,7 +2,8 @@
 radial bases, scatter sums, the envelope-weighted softmax, the attention cutoff, element-resolved
 neighbor sums, logarithmic neighbor densities and the embedded-atom energy term."""
 
-from mlip.nn.attention_cutoff import edges_within, require_edges_beyond_attention, resolve_attention_cutoff
+from mlip.nn.attention_cutoff import (edge_indices_within, edges_within, require_edges_beyond_attention,
+                                     resolve_attention_cutoff)
 from mlip.nn.edge_length import safe_length
 from mlip.nn.embedded_atom import EmbeddedAtomEnergy
 from mlip.nn.envelope import PolynomialEnvelope
@@ -21,6 +22,7 @@ __all__ = [
     "LOG_RATES",
     "LogDensities",
     "PolynomialEnvelope",
+    "edge_indices_within",
     "edges_within",
     "element_resolved_sums",
     "envelope_exp",

@@ -29,8 +29,18 @@ def require_edges_beyond_attention(attention_cutoff: float, cutoff: float, used:
                          "attention_cutoff would reach nothing")
 
 
-def edges_within(edge_index: torch.Tensor, edge_vectors: torch.Tensor,
-                 radius: float) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The edges shorter than ``radius``: edge_index [2, E], edge_vectors [E, 3] → [2, E'], [E', 3]."""
-    keep = torch.nonzero((edge_vectors * edge_vectors).sum(-1) < radius**2).squeeze(1)
+def edge_indices_within(edge_vectors: torch.Tensor, radius: float) -> torch.Tensor:
+    """Indices [E'] (increasing) of the edges shorter than ``radius``: edge_vectors [E, 3]."""
+    return torch.nonzero((edge_vectors * edge_vectors).sum(-1) < radius**2).squeeze(1)
+
+
+def edges_within(edge_index: torch.Tensor, edge_vectors: torch.Tensor, radius: float,
+                 keep: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The edges shorter than ``radius``: edge_index [2, E], edge_vectors [E, 3] → [2, E'], [E', 3].
+
+    ``keep`` [E']: their indices (:func:`edge_indices_within`) when the caller has selected them
+    already. The compiled calculator does, eagerly, so that no shape inside its compiled graph depends
+    on the data (mlip.calculators.compiled_network)."""
+    if keep is None:
+        keep = edge_indices_within(edge_vectors, radius)
     return edge_index.index_select(1, keep), edge_vectors.index_select(0, keep)

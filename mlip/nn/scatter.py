@@ -10,7 +10,13 @@ import torch
 
 
 def scatter_sum(src: torch.Tensor, index: torch.Tensor, dim_size: int) -> torch.Tensor:
-    """Sum of ``src`` [n, ...] into [dim_size, ...] by ``index`` [n]."""
+    """Sum of ``src`` [n, ...] into [dim_size, ...] by ``index`` [n].
+
+    Traced by torch.compile, a sum into one segment (one structure's energy) is a plain sum over the
+    first dimension: torch 2.13's inductor fails to generate the multi-threaded CPU kernel of an
+    atomic-add scatter into a single row. Eagerly the scatter runs as always (bit for bit as before)."""
+    if dim_size == 1 and torch.compiler.is_compiling():
+        return src.sum(0, keepdim=True)
     out = src.new_zeros((dim_size,) + tuple(src.shape[1:]))
     return out.index_add_(0, index, src)
 

@@ -195,9 +195,12 @@ class EquiformerV3(EnergyModel):
         edge_vectors: torch.Tensor,
         batch: torch.Tensor,
         n_graphs: int,
+        attention_edges: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """species [N] embedding indices, edge_index [2, E] (centre i ← neighbor j),
-        edge_vectors [E, 3] (r_j − r_i + shift) → per-atom energies [N]."""
+        edge_vectors [E, 3] (r_j − r_i + shift) → per-atom energies [N]. ``attention_edges`` [E']: the
+        indices of the edges shorter than ``attention_cutoff`` when the caller has selected them
+        (:func:`mlip.nn.edges_within`'s ``keep``); None: selected here."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
         # the logarithmic densities over every edge of the graph (to `cutoff`), before attention_cutoff
@@ -207,7 +210,8 @@ class EquiformerV3(EnergyModel):
             length = edge_vectors.norm(dim=-1)
             scalars = scalars + self.log_density(species, edge_index, length, self.log_density_envelope(length))
         if self.attention_cutoff < self.cutoff:
-            edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
+            edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff,
+                                                     attention_edges)
         rbf, envelope, wigner = self.edge_features(edge_vectors)
         x = edge_vectors.new_zeros((n, self.num_coefficients, self.channels))
         x = torch.cat([scalars[:, None, :], x[:, 1:, :]], dim=1)

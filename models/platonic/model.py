@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -208,8 +210,11 @@ class PlatonicTransformer(EnergyModel):
         edge_vectors: torch.Tensor,
         batch: torch.Tensor,
         n_graphs: int,
+        attention_edges: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """species [N] embedding indices, edge_index [2, E] (i ← j), edge_vectors [E, 3] → energies [N]."""
+        """species [N] embedding indices, edge_index [2, E] (i ← j), edge_vectors [E, 3] → energies [N].
+        ``attention_edges`` [E']: the indices of the edges shorter than ``attention_cutoff`` when the caller
+        has selected them (:func:`mlip.nn.edges_within`'s ``keep``); None: selected here."""
         n = species.shape[0]
         dtype = edge_vectors.dtype
         x = self.embedding(species).to(dtype)
@@ -222,7 +227,8 @@ class PlatonicTransformer(EnergyModel):
             radial = self.density_radial(length) * density_envelope.unsqueeze(-1)
             x = x + self.density(species, edge_index, radial, length, density_envelope)
         if self.attention_cutoff < self.cutoff:
-            edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff)
+            edge_index, edge_vectors = edges_within(edge_index, edge_vectors, self.attention_cutoff,
+                                                     attention_edges)
         # Self edges (i ← i) carry a constant zero vector: no gradient flows through |0|.
         loops = torch.arange(n, device=species.device)
         edges = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)

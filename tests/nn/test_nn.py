@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from mlip.nn import (LOG_CENTRE, LOG_EPSILON, LOG_RATES, BesselBasis, GaussianBasis, LogDensities,
-                     PolynomialEnvelope, edges_within, element_resolved_sums, envelope_exp,
-                     require_edges_beyond_attention, resolve_attention_cutoff, safe_length, scatter_max,
-                     scatter_sum)
+                     PolynomialEnvelope, edge_indices_within, edges_within, element_resolved_sums,
+                     envelope_exp, require_edges_beyond_attention, resolve_attention_cutoff, safe_length,
+                     scatter_max, scatter_sum)
 
 
 def test_safe_length_is_the_norm_and_has_a_zero_gradient_at_zero():
@@ -83,6 +83,24 @@ def test_scatter_sum_and_max_are_the_loops():
             assert largest[segment].tolist() == [-math.inf, -math.inf]
 
 
+@pytest.mark.slow
+def test_scatter_sum_into_one_segment_compiles_on_two_threads():
+    """One structure's energy (a sum into one segment) compiles with two threads: torch 2.13's inductor
+    cannot generate the parallel atomic-add scatter into a single row, so traced it is a plain sum."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        compiled = torch.compile(lambda src, index, n: scatter_sum(src * 2.0, index, n), dynamic=True,
+                                 fullgraph=True)
+        for rows in (5, 7):
+            src = torch.randn(rows, 3, dtype=torch.float64)
+            index = torch.zeros(rows, dtype=torch.int64)
+            torch.testing.assert_close(compiled(src, index, 1), scatter_sum(src * 2.0, index, 1),
+                                       rtol=1e-15, atol=1e-15)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_envelope_exp_normalises_to_the_enveloped_softmax():
     generator = torch.Generator().manual_seed(1)
     logits = torch.randn(7, 3, generator=generator, dtype=torch.float64) * 3
@@ -142,6 +160,10 @@ def test_attention_cutoff_keeps_the_shorter_edges_and_refuses_what_is_useless():
     vectors = torch.tensor([[1.0, 0, 0], [0, 2.9, 0], [0, 0, 3.0], [2.0, 2.0, 2.0]], dtype=torch.float64)
     kept_index, kept_vectors = edges_within(edge_index, vectors, 3.0)
     assert kept_index.tolist() == [[0, 1], [1, 0]] and kept_vectors.tolist() == vectors[:2].tolist()
+    # the indices the caller selected beforehand (the compiled calculator's) are taken as they are
+    assert edge_indices_within(vectors, 3.0).tolist() == [0, 1]
+    chosen = edges_within(edge_index, vectors, 3.0, keep=torch.tensor([3]))
+    assert chosen[0].tolist() == [[3], [2]] and chosen[1].tolist() == [[2.0, 2.0, 2.0]]
     assert resolve_attention_cutoff(None, 4.0) is None
     assert resolve_attention_cutoff(4.0, 4.0) is None
     assert resolve_attention_cutoff(3, 4.0) == 3.0
