@@ -3,6 +3,7 @@
     python mace_helper.py train --budget-s SECONDS --report budget.json -- <mace_run_train arguments>
     python mace_helper.py predict --model M.model --structures test.xyz --out preds.json   # float64
     python mace_helper.py time --model M.model --structures cells.xyz --out times.json     # float32
+    python mace_helper.py fresh --out M.model --numbers 14 32 -- <mace_run_train arguments>
 
 ``train`` runs MACE's own ``mace_run_train`` (``mace.cli.run_train.main``) in this process with a
 wall-clock budget, because MACE only knows a number of epochs:
@@ -18,6 +19,11 @@ wall-clock budget, because MACE only knows a number of epochs:
 
 Nothing is killed, so no checkpoint can be left half-written (MACE deletes the old checkpoint before
 writing the new one). Threads: torch's default, i.e. ``OMP_NUM_THREADS`` from the environment.
+
+``fresh`` saves an untrained model of the architecture the arguments describe (MACE's own parser and
+``configure_model``, as ``mace_run_train`` builds it, for the elements ``--numbers``), with placeholder
+E0s, shift and scale: its cost per step is that of a trained model of those hyper-parameters, which
+is what the timings need when no trained model file is at hand (its energies mean nothing).
 """
 
 from __future__ import annotations
@@ -155,20 +161,42 @@ def cmd_time(args):
         atoms = atoms.copy()
         atoms.calc = calc
         rng = np.random.default_rng(0)
-        times = []
+        times, cpu = [], []
         for k in range(args.warmup + args.repeats):
             # move the atoms (σ = 1e-3 Å) so nothing is cached and the neighbour list is rebuilt, as in MD
             atoms.positions += rng.normal(scale=1e-3, size=atoms.positions.shape)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             atoms.get_potential_energy()
             atoms.get_forces()
             atoms.get_stress()
             if k >= args.warmup:
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
         rows.append({"atoms": len(atoms), "formula": atoms.get_chemical_formula(),
-                     "s_per_step": float(np.median(times)), "all_s": times})
+                     "s_per_step": float(np.median(times)), "all_s": times,
+                     "cpu_s_per_step": float(np.median(cpu))})
     with open(args.out, "w") as fh:
         json.dump({"rows": rows, "torch_threads": torch.get_num_threads(), "torch": torch.__version__}, fh, indent=1)
+
+
+def cmd_fresh(args, mace_args):
+    import numpy as np
+    import torch
+    from mace.tools import AtomicNumberTable, build_default_arg_parser, check_args
+    from mace.tools.model_script_utils import configure_model
+
+    margs, _ = check_args(build_default_arg_parser().parse_args(mace_args))
+    torch.set_default_dtype(getattr(torch, margs.default_dtype))
+    # what mace_run_train sets from the data and the loss before configure_model (none changes the cost)
+    margs.compute_avg_num_neighbors, margs.mean, margs.std = False, 0.0, 1.0
+    margs.compute_energy = margs.compute_forces = True
+    margs.compute_dipole = margs.compute_polarizability = False
+    z_table = AtomicNumberTable(sorted(args.numbers))
+    model, _ = configure_model(margs, None, np.zeros(len(args.numbers)), z_table=z_table, heads=["Default"])
+    torch.save(model.eval(), args.out)
+    n_parameters = sum(p.numel() for p in model.parameters())
+    print(json.dumps({"model": type(model).__name__, "n_parameters": n_parameters,
+                      "hidden_irreps": str(margs.hidden_irreps)}))
 
 
 def main(argv=None):
@@ -193,8 +221,13 @@ def main(argv=None):
     r.add_argument("--out", required=True)
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--repeats", type=int, default=10)
+    f = sub.add_parser("fresh")
+    f.add_argument("--out", required=True)
+    f.add_argument("--numbers", type=int, nargs="+", required=True)
     args = p.parse_args(argv)
-    if args.cmd == "train":
+    if args.cmd == "fresh":
+        cmd_fresh(args, mace_args)
+    elif args.cmd == "train":
         cmd_train(args, mace_args)
     elif args.cmd == "predict":
         cmd_predict(args)
