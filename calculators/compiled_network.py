@@ -34,8 +34,10 @@ class CompileFallbackWarning(RuntimeWarning):
 
 def first_line(err: BaseException, limit: int = 300) -> str:
     """``TypeName: first line of the message`` (with the second when the first ends in a colon, as
-    "backend='inductor' raised:" does), at most ``limit`` characters."""
-    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    "backend='inductor' raised:" does; dynamo's generic hint "Set TORCHDYNAMO_VERBOSE=1 ..." is not a
+    line of the message), at most ``limit`` characters."""
+    lines = [line.strip() for line in str(err).strip().splitlines()
+             if line.strip() and not line.strip().startswith("Set TORCHDYNAMO_VERBOSE")]
     message = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else lines[0] if lines else ""
     text = f"{type(err).__name__}: {message}" if message else type(err).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

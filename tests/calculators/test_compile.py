@@ -210,4 +210,6 @@ def test_first_line_joins_a_heading_that_ends_in_a_colon():
     assert compiled_network.first_line(err) == (
         "RuntimeError: backend='inductor' raised: CppCompileError: C++ compile error")
     assert compiled_network.first_line(ValueError("one\ntwo")) == "ValueError: one"
+    hint = "AssertionError: \nSet TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
+    assert compiled_network.first_line(RuntimeError(hint)) == "RuntimeError: AssertionError:"
     assert compiled_network.first_line(ValueError("")) == "ValueError"
