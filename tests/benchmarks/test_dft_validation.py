@@ -226,8 +226,8 @@ def test_the_repository_gpaw_cache_is_found_without_gpaw(dv, tmp_path, monkeypat
 def test_the_repository_gpaw_results_are_read_without_gpaw(dv, tmp_path, monkeypatch):
     """--cache-only gpaw replays every GPAW property kept in examples/datasets/sige-pbe/dft-validation
     (relaxations step by step, E(V) scans, strained cells, phonon displacements, the vacancy and the slab):
-    nothing is computed, the values are those recorded beside the cache, and Si's lattice constant and
-    bulk modulus are PBE's.
+    nothing is computed, the values are those of the v1 report kept beside the cache
+    (dft_validation-density-2.5.json), and Si's lattice constant and bulk modulus are PBE's.
     On another machine the replay's coordinates differ by round-off: the sign of a zero's noise, the
     last digits of a fitted lattice constant; the keys must not."""
     _kept_cache_without_gpaw(dv, tmp_path, monkeypatch)
@@ -237,7 +237,7 @@ def test_the_repository_gpaw_results_are_read_without_gpaw(dv, tmp_path, monkeyp
     gpaw = report["methods"]["gpaw"]
     assert gpaw["evaluations"]["computed"] == 0 and gpaw["evaluations"]["cached"] > 200
     kept = json.loads((SCRIPT.parents[2] / "examples" / "datasets" / "sige-pbe" / "dft-validation"
-                       / "dft_validation.json").read_text())["methods"]["gpaw"]["properties"]
+                       / "dft_validation-density-2.5.json").read_text())["methods"]["gpaw"]["properties"]
     replayed, recorded = dv.scalars(gpaw["properties"]), dv.scalars(kept)
     assert set(recorded) <= set(replayed) and len(recorded) > 10
     for key, value in recorded.items():
@@ -372,3 +372,34 @@ def test_a_relaxation_started_at_an_earlier_reports_cells_is_short(dv, first_run
     assert again["B_GPa"] == pytest.approx(earlier["B_GPa"], rel=1e-3)
     with pytest.raises(ValueError, match="no method 'gpaw'"):
         dv.start_cells(path)
+
+
+def test_the_converged_reference_is_read_without_gpaw(dv, tmp_path, monkeypatch):
+    """--cache-only gpaw --converged on the repository cache: the lattice stage comes from the density-8
+    run (its meshes are density 8's, its numbers differ from v1's), the properties left at the dataset's
+    settings are v1's exactly, nothing is computed, and the report says which settings gave what."""
+    from mlip.workflows.kpoints import kpoint_mesh
+
+    _kept_cache_without_gpaw(dv, tmp_path, monkeypatch)
+    report = dv.main(["--out", str(tmp_path), "--methods", "gpaw", "--cache-only", "gpaw", "--converged",
+                      "--elements", "Si", "Ge", "--properties", "lattice", "elastic", "--no-progress"])
+    gpaw = report["methods"]["gpaw"]
+    assert gpaw["evaluations"]["computed"] == 0
+    kept = json.loads((SCRIPT.parents[2] / dv.CONVERGED_START_FROM).read_text())["methods"]["gpaw"]
+    for element in ("Si", "Ge"):
+        lattice = gpaw["properties"]["lattice"][element]
+        assert "error" not in lattice
+        settings = gpaw["settings_by_property"]["lattice"][element]
+        assert settings["overrides"] == {"kpoint_density_per_inv_A": 8.0}
+        densest = dv.scaled(dv.diamond(element, lattice["a_A"]), 0.84)
+        meshes = gpaw["stages"]["lattice"][element]["kpoint_meshes"]
+        assert kpoint_mesh(densest, 8.0) in [tuple(m) for m in meshes]
+        assert lattice["a_A"] != kept["properties"]["lattice"][element]["a_A"]
+    assert gpaw["settings_by_property"]["elastic"]["Si"]["overrides"] == {}
+    assert gpaw["settings_by_property"]["elastic"]["Si"]["lattice_constant_A"] == pytest.approx(
+        kept["properties"]["lattice"]["Si"]["a_A"], rel=1e-9)
+    mine, theirs = (dv.scalars({"elastic": r["properties"]["elastic"]}) for r in (gpaw, kept))
+    assert mine == pytest.approx(theirs, rel=1e-6) and mine
+    stage, v1_stage = gpaw["stages"]["elastic"]["Si"], kept["stages"]["elastic"]["Si"]
+    assert stage["kpoint_meshes"] == v1_stage["kpoint_meshes"] and stage["evaluations"] == v1_stage["evaluations"]
+    assert stage["label_wall_time_s"] == pytest.approx(v1_stage["label_wall_time_s"])

@@ -229,12 +229,13 @@ def summarize(coarse_path: Path, dense_path: Path, checks_path: Path, commands: 
     mine, theirs = property_scalars(coarse["properties"]), property_scalars(dense["properties"])
     for key in sorted(set(mine) & set(theirs)):
         prop, element = key.split(".")[:2]
-        if prop in ("lattice", "phases", "elastic") and key.rsplit(".", 1)[-1] not in (
-                "n_atoms", "strain", "fit_rms_meV_per_atom", "E0_eV_per_atom"):
+        overrides = dense["settings_by_property"].get(prop, {}).get(element, {}).get("overrides")
+        if overrides and key.rsplit(".", 1)[-1] not in (
+                "n_atoms", "strain", "fit_rms_meV_per_atom", "E0_eV_per_atom"):  # recomputed, a number
             rows[key] = compare(key, mine[key], theirs[key], element)
             rows[key]["meshes"] = {"density_2.5": coarse["stages"][prop][element]["kpoint_meshes"],
                                    "converged": dense["stages"][prop][element]["kpoint_meshes"]}
-            rows[key]["source"] = "dft_validation.py --converged"
+            rows[key]["source"] = f"dft_validation.py --converged: {overrides}"
     for element, value in checks.get("phonons", {}).items():
         if not isinstance(value, dict):
             continue
@@ -260,7 +261,7 @@ def summarize(coarse_path: Path, dense_path: Path, checks_path: Path, commands: 
             rows[key]["source"] = f"kpoint_checks.py {check} (v1-relaxed geometry)"
     return {"benchmark": "dft_validation at converged k-points (issue 55 item 3)", "commands": commands,
             "density_2.5_key": coarse["key"], "converged_key": dense["key"],
-            "settings_by_property": {p: v["overrides"]
+            "settings_by_property": {p: {e: x["overrides"] for e, x in v.items()}
                                      for p, v in dense.get("settings_by_property", {}).items()},
             "rows": rows, "checks": checks}
 
