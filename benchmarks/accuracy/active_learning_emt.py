@@ -274,7 +274,8 @@ def summarise(curves: dict, budgets) -> dict:
     return table
 
 
-def plot(curves: dict, path: Path) -> None:
+def plot(curves: dict, path: Path, top: "dict | None" = None) -> None:
+    """The learning curves, in all and per kind; ``top`` (:func:`ceiling`) as a grey line."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -293,6 +294,11 @@ def plot(curves: dict, path: Path) -> None:
             for ax, kind in zip(axes[1:], kinds):
                 ax.plot(labels, [p["per_config_type"][kind]["forces_mae_meV_per_A"] for p in curve], style,
                         color=colours.get(strategy), label=name, ms=4)
+    if top is not None:
+        values = [top["forces_mae_meV_per_A"]] + [top["per_config_type"][kind] for kind in kinds]
+        for ax, value in zip(axes, values):
+            ax.axhline(value, color="grey", lw=1,
+                       label=f"one member on the whole pool ({top['n_train']} structures)")
     axes[0].set_title("held-out, all")
     for ax, kind in zip(axes[1:], kinds):
         ax.set_title(f"held-out, {kind}")
@@ -387,7 +393,7 @@ def main(argv=None) -> int:
               "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
               "load_average": os.getloadavg(), "commit": git_commit(), "date": time.strftime("%Y-%m-%d")}
     write_json(args.json, record)
-    plot(curves, args.plot)
+    plot(curves, args.plot, top)
     log(f"wrote {args.json} and {args.plot}")
     return 0
 

@@ -50,3 +50,32 @@ def test_every_command_of_the_page_runs_as_written(tmp_path):
     for name in ("pool.xyz", "selected.xyz", "labelled.xyz", "member-0.safetensors", "metrics.json"):
         assert (run / "iter-003" / name).is_file(), name
     assert len(outputs[-1].split()) == 3  # the committee's energy, its spread and the largest force spread
+
+
+def test_the_learning_curve_table_quotes_the_records():
+    """The table of "What selection by uncertainty buys": each run's force MAE (meV/Å, to 0.1) of the first
+    attempt (its record), of the second (trust window) and of the random runs, which are the same in both
+    records, and the reduction of the mean, to the whole percent; the ceiling to 0.1 meV/Å."""
+    results = ROOT / "benchmarks" / "results"
+    first = json.loads((results / "active-learning-emt-first-attempt.json").read_text())
+    second = json.loads((results / "active-learning-emt.json").read_text())
+    assert first["curves"]["random"] == second["curves"]["random"] and second["settings"]["trust_hi"] == 1.0
+    text = DOC.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if re.match(r"^\| \d+ \| \d", line)]
+
+    def runs(record, strategy, labels):
+        return [next(p for p in curve if p["labels"] == labels)["forces_mae_meV_per_A"]
+                for curve in record["curves"][strategy]]
+
+    assert [int(row.split("|")[1]) for row in rows] == [0, 50, 100, 150, 200]
+    for row in rows[1:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        labels = int(cells[0])
+        columns = [runs(first, "uncertainty", labels), runs(second, "uncertainty", labels),
+                   runs(second, "random", labels)]
+        for cell, values in zip(cells[1:4], columns):
+            assert [float(v) for v in cell.split(", ")] == [round(v, 1) for v in values], (row, values)
+        for cell, record in zip(cells[4:], (first, second)):
+            reduction = 1 - (sum(runs(record, "uncertainty", labels)) / sum(runs(record, "random", labels)))
+            assert cell == f"{100 * reduction:.0f} %".replace("-", "−"), (row, reduction)
+    assert f"reaches {second['ceiling']['forces_mae_meV_per_A']:.1f} meV/Å on the held-out set" in text
