@@ -20,6 +20,17 @@ inside the potential that gives forces and stress, kept as a graph) and the **pa
 (``loss.backward()``, which differentiates that graph again); the optimiser is a fourth. The JSON has
 each stage's share and its ten costliest operators.
 
+``--compile`` adds for every recipe an arm whose step is ``mlip train``'s compiled one (``compile: true``,
+:mod:`mlip.training.compiled_step`: forward, forces and stress, loss and parameter gradients as one
+torch.compile graph; AdamW eager), from the same starting weights on the same batches. The steps then
+cycle over the first ``--steps`` batches of the epoch, and every arm first takes one untimed pass over
+them (at least ``--warmup`` steps), so that the compiled arms have compiled a graph for each batch before
+the timed rounds; the JSON gives the compilation's cost apart (wall and process CPU seconds of that
+pass, the graphs compiled, per-step times), the losses of both arms' first step (same weights, same
+batch), and each step's process CPU time beside its wall time. Set ``TORCHINDUCTOR_COMPILE_THREADS=1``
+on a small machine; whether the inductor cache (``/tmp/torchinductor_<user>``) was warm decides the
+compile time.
+
 MACE (``--mace-python``, its own virtualenv: ``benchmarks/README.md``) trains on the same file with the
 settings of ``mace_baseline.py`` (batch size 8, 32 channels, L = 1, correlation 3, 2 interactions,
 r_max 5 Å) for ``--mace-seconds`` through ``mace_helper.py``; its seconds per batch are the training
@@ -50,14 +61,15 @@ STAGES = ("forward", "force backward", "parameter backward", "optimiser")
 class Recipe:
     """One recipe's model, optimiser and batches, stepping as the trainer does."""
 
-    def __init__(self, name: str, samples):
+    def __init__(self, name: str, samples, compiled: bool = False, cycle: int = 0):
         import torch
         import yaml
 
         from mlip.models import create_model
         from mlip.training import TrainConfig
 
-        self.name = name
+        self.name = name + (" compiled" if compiled else "")
+        self.recipe = name
         config = TrainConfig.from_dict(yaml.safe_load((ROOT / "examples" / "recipes" / name / "stage1.yaml")
                                                       .read_text()))
         args = dict(config.model)
@@ -70,9 +82,17 @@ class Recipe:
         self.next = 0
         self.batches_per_epoch = math.ceil(len(samples) / self.batch_size)
         self.atoms_per_batch = sum(s.n_atoms for s in samples) / self.batches_per_epoch
+        #: steps cycle over this many batches (0: they walk on through the epoch)
+        self.cycle = cycle
+        self.compiled = None
+        if compiled:
+            from mlip.training.compiled_step import CompiledStep
+
+            self.compiled = CompiledStep(self.potential, config, 1.0)
 
     def step(self, profiler_ranges: bool = False) -> Dict[str, float]:
-        """One training step on the next batch: seconds per stage and the batch's atoms."""
+        """One training step on the next batch: seconds per stage, the batch's atoms, the step's
+        process CPU seconds and its loss."""
         import torch
 
         import mlip
@@ -80,11 +100,24 @@ class Recipe:
         from mlip.training.loss import loss_terms
 
         bs = self.batch_size
-        chunk = [self.samples[i] for i in self.order[(self.next * bs) % len(self.samples):][:bs]]
+        index = self.next % self.cycle if self.cycle else self.next
+        chunk = [self.samples[i] for i in self.order[(index * bs) % len(self.samples):][:bs]]
         self.next += 1
+        c0 = time.process_time()
         t0 = time.perf_counter()
         graph = mlip.batch_atoms([atoms_of(s) for s in chunk], self.potential.cutoff, dtype=torch.float32)
         t1 = time.perf_counter()
+        if self.compiled is not None:  # loss and gradients from the compiled graph
+            self.optimizer.zero_grad()
+            loss = self.compiled(graph, batch_targets(chunk, torch.float32, "cpu"))
+            if loss is None:
+                raise RuntimeError(f"the compiled step fell back to eager: {self.compiled.failure}")
+            t2 = t3 = time.perf_counter()
+            self.optimizer.step()
+            t4 = time.perf_counter()
+            return {"graph": t1 - t0, "forward with forces and stress": t2 - t1, "backward": t3 - t2,
+                    "optimiser": t4 - t3, "atoms": sum(s.n_atoms for s in chunk),
+                    "cpu": time.process_time() - c0, "loss": float(loss.detach())}
         with torch.profiler.record_function("model"):
             out = self.potential(graph, compute_forces=True, compute_stress=True, create_graph=True)
             loss, _ = loss_terms(out, batch_targets(chunk, torch.float32, "cpu"), 1.0, self.config)
@@ -97,7 +130,8 @@ class Recipe:
             self.optimizer.step()
         t4 = time.perf_counter()
         return {"graph": t1 - t0, "forward with forces and stress": t2 - t1, "backward": t3 - t2,
-                "optimiser": t4 - t3, "atoms": sum(s.n_atoms for s in chunk)}
+                "optimiser": t4 - t3, "atoms": sum(s.n_atoms for s in chunk),
+                "cpu": time.process_time() - c0, "loss": float(loss.detach())}
 
 
 def stage_of(event) -> str:
@@ -150,10 +184,25 @@ def top_operators(ops: Dict[str, List[float]], steps: int, count: int = 10) -> L
             for n, v in ranked]
 
 
+def step_wall(part: Dict[str, float]) -> float:
+    """A step's wall seconds: the sum of its stages."""
+    return sum(v for k, v in part.items() if k not in ("atoms", "cpu", "loss"))
+
+
+def warm_up(recipe: Recipe, steps: int) -> Dict[str, object]:
+    """``steps`` untimed steps: their wall and process CPU seconds (a compiled arm's compilation, with
+    the graphs it compiled) and the first step's loss."""
+    from torch._dynamo.utils import counters
+
+    graphs = counters["stats"]["unique_graphs"]
+    parts = [recipe.step() for _ in range(steps)]
+    return {"steps": steps, "wall_s": sum(step_wall(p) for p in parts), "cpu_s": sum(p["cpu"] for p in parts),
+            "first_loss": parts[0]["loss"] if parts else None, "step_wall_s": [step_wall(p) for p in parts],
+            "graphs_compiled": counters["stats"]["unique_graphs"] - graphs}
+
+
 def time_recipes(recipes: List[Recipe], steps: int, warmup: int, rounds: int) -> Dict[str, dict]:
-    for recipe in recipes:
-        for _ in range(warmup):
-            recipe.step()
+    warmups = {recipe.name: warm_up(recipe, warmup) for recipe in recipes}
     per: Dict[str, List[Dict[str, float]]] = {r.name: [] for r in recipes}
     for _ in range(rounds):
         for recipe in recipes:
@@ -162,14 +211,20 @@ def time_recipes(recipes: List[Recipe], steps: int, warmup: int, rounds: int) ->
     out = {}
     for recipe in recipes:
         rounds_ = per[recipe.name]
-        stage_keys = [k for k in rounds_[0] if k != "atoms"]
+        stage_keys = [k for k in rounds_[0] if k not in ("atoms", "cpu", "loss")]
         # per atom, so that rounds over batches of different sizes compare; the median round
         per_atom = sorted(sum(r[k] for k in stage_keys) / r["atoms"] for r in rounds_)
         step = per_atom[len(per_atom) // 2] * recipe.atoms_per_batch
+        cpu_per_atom = sorted(r["cpu"] / r["atoms"] for r in rounds_)
+        cpu_step = cpu_per_atom[len(cpu_per_atom) // 2] * recipe.atoms_per_batch
         atoms = sum(r["atoms"] for r in rounds_)
         out[recipe.name] = {
             "seconds_per_step": step,
             "seconds_per_epoch": step * recipe.batches_per_epoch,
+            "cpu_seconds_per_step": cpu_step, "cpu_seconds_per_epoch": cpu_step * recipe.batches_per_epoch,
+            "round_seconds_per_atom": [sum(r[k] for k in stage_keys) / r["atoms"] for r in rounds_],
+            "round_cpu_seconds_per_atom": [r["cpu"] / r["atoms"] for r in rounds_],
+            "warmup": warmups[recipe.name],
             "structures_per_second": recipe.batch_size / step,
             "batch_size": recipe.batch_size, "batches_per_epoch": recipe.batches_per_epoch,
             "stage_seconds_per_step": {k: sum(r[k] for r in rounds_) / atoms * recipe.atoms_per_batch
@@ -213,6 +268,8 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile-steps", type=int, default=5, help="0: no profile")
+    parser.add_argument("--compile", action="store_true",
+                        help="add each recipe's compiled step as a second arm (see the module docstring)")
     parser.add_argument("--mace-python", help="the MACE virtualenv's python (none: MACE is left out)")
     parser.add_argument("--mace-seconds", type=float, default=120.0)
     parser.add_argument("--out", help="the JSON record")
@@ -224,8 +281,18 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     samples = read_dataset(args.train)
-    recipes = [Recipe(name, samples) for name in args.recipes]
-    rows = time_recipes(recipes, args.steps, args.warmup, args.rounds)
+    if args.compile:  # each recipe eager then compiled, on the same batches (see the module docstring)
+        recipes = [Recipe(name, samples, compiled, cycle=args.steps)
+                   for name in args.recipes for compiled in (False, True)]
+        rows = time_recipes(recipes, args.steps, max(args.warmup, args.steps), args.rounds)
+        for recipe in recipes:
+            if recipe.compiled is not None:
+                row, eager = rows[recipe.name], rows[recipe.recipe]
+                row["speedup_over_eager"] = eager["seconds_per_step"] / row["seconds_per_step"]
+                row["cpu_speedup_over_eager"] = eager["cpu_seconds_per_step"] / row["cpu_seconds_per_step"]
+    else:
+        recipes = [Recipe(name, samples) for name in args.recipes]
+        rows = time_recipes(recipes, args.steps, args.warmup, args.rounds)
     if args.profile_steps:
         for recipe in recipes:
             rows[recipe.name]["profile"] = profile(recipe, args.profile_steps)

@@ -139,6 +139,12 @@ class TrainConfig:
     #: atom is then subtracted, so isolated atoms are exact (:class:`mlip.Potential`). With
     #: ``init_from`` it switches a least-squares checkpoint over (only per-element constants move)
     reference_energies: str = "least_squares"
+    #: run each training step (energy, forces and stress, the loss and its gradients in the weights)
+    #: as one graph compiled by torch.compile (:mod:`mlip.training.compiled_step`): the same
+    #: optimisation up to rounding, faster per step once compiled, but each new batch shape class costs
+    #: minutes of compilation first; a compilation that fails falls back to eager steps with a warning.
+    #: Validation stays eager. One process only (under torchrun the steps stay eager, with a warning)
+    compile: bool = False
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], where: str = "config") -> "TrainConfig":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -16,7 +17,9 @@ import torch
 
 from mlip.checkpoint import save_potential
 from mlip.io import jsonable, write_json
+from mlip.calculators.compiled_network import CompileFallbackWarning
 from mlip.training.augmentation import rotate_batch
+from mlip.training.compiled_step import CompiledStep
 from mlip.training.config import TrainConfig
 from mlip.training.distributed import Distributed
 from mlip.training.evaluation import evaluate
@@ -69,9 +72,11 @@ def _watch_plateau(config: TrainConfig, run: RunState, record: dict, epoch: int,
 
 
 def _train_epoch(config: TrainConfig, dist: Distributed, potential, optimizer, ema, train_samples: list,
-                 epoch: int, run: RunState, scale: float, progress: bool) -> float:
+                 epoch: int, run: RunState, scale: float, progress: bool,
+                 compiled: Optional[CompiledStep] = None) -> float:
     """One pass over the shuffled training set (``run.step`` advances per batch); returns the mean
-    training loss over this process's batches."""
+    training loss over this process's batches. ``compiled``: the compiled step that gives each batch's
+    loss and gradients while it works (``compile: true``), else the eager step does."""
     import mlip
 
     oc = config.optimizer
@@ -106,16 +111,21 @@ def _train_epoch(config: TrainConfig, dist: Distributed, potential, optimizer, e
             graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=dtype,
                                      device=device)
             target = batch_targets(chunk, dtype, device)
-            out = potential(graph, compute_forces=want_forces, compute_stress=want_stress,
-                            create_graph=want_forces or want_stress)
-            terms = loss_sums(out, target, scale, config)
-        else:
-            terms = {}
-        counts = dist.sum_counts({k: float(n) for k, (_, n) in terms.items()}, ("energy", "forces", "stress"))
-        loss, _ = combine_loss(terms, counts, config)
-        if isinstance(loss, torch.Tensor) and loss.requires_grad:
-            loss.backward()
-        dist.sum_gradients(potential)
+        # the compiled step (one process only: no counts to sum) sets the gradients itself
+        loss = compiled(graph, target) if compiled is not None and chunk else None
+        if loss is None:
+            if chunk:
+                out = potential(graph, compute_forces=want_forces, compute_stress=want_stress,
+                                create_graph=want_forces or want_stress)
+                terms = loss_sums(out, target, scale, config)
+            else:
+                terms = {}
+            counts = dist.sum_counts({k: float(n) for k, (_, n) in terms.items()},
+                                     ("energy", "forces", "stress"))
+            loss, _ = combine_loss(terms, counts, config)
+            if isinstance(loss, torch.Tensor) and loss.requires_grad:
+                loss.backward()
+            dist.sum_gradients(potential)
         loss_value = dist.sum_scalar(float(loss.detach()) if isinstance(loss, torch.Tensor) else 0.0)
         if not math.isfinite(loss_value):
             raise RuntimeError(f"non-finite loss at epoch {epoch + 1}, batch {b + 1}")
@@ -137,13 +147,14 @@ def _train_epoch(config: TrainConfig, dist: Distributed, potential, optimizer, e
 
 def _validate_and_save(config: TrainConfig, potential, ema, valid_samples: list, device, out_dir: Path,
                        epoch: int, run: RunState, train_loss: float, optimizer, scale: float, metadata: dict,
-                       t_start: float) -> dict:
+                       t_start: float, steps: Optional[dict] = None) -> dict:
     """With the EMA weights: the validation metrics and loss (in ``eval_dtype``), then the last
     checkpoint and, when the validation loss (or without validation data the training loss) is
-    the lowest so far, the best one (``run.best_loss`` follows). Returns the epoch's record."""
+    the lowest so far, the best one (``run.best_loss`` follows). Returns the epoch's record, with
+    ``steps`` (how the training steps ran, :meth:`CompiledStep.epoch_record`) after the training loss."""
     dtype = getattr(torch, config.dtype)
     with ema.swapped(potential):
-        record = {"epoch": epoch + 1, "step": run.step, "train_loss": train_loss,
+        record = {"epoch": epoch + 1, "step": run.step, "train_loss": train_loss, **(steps or {}),
                   "lr": optimizer.param_groups[0]["lr"], "minutes": (time.perf_counter() - t_start) / 60}
         if valid_samples:
             # One pass gives the metrics and the loss (in eval_dtype).
@@ -169,6 +180,22 @@ def _validate_and_save(config: TrainConfig, potential, ema, valid_samples: list,
             run.best_loss = valid_loss
             save_potential(potential, out_dir / "best.safetensors")
     return record
+
+
+def _compiled_step(config: TrainConfig, dist: Distributed, potential, scale: float) -> Optional[CompiledStep]:
+    """The compiled training step when ``config.compile`` asks for it and one process trains; prints
+    (main process) which step runs."""
+    if not config.compile:
+        return None
+    if dist.world_size > 1:
+        if dist.is_main:
+            warnings.warn(f"compile: true is not supported with {dist.world_size} processes (the loss "
+                          "divides by counts summed over them); the training steps run eagerly",
+                          CompileFallbackWarning, stacklevel=2)
+        return None
+    print("training steps compiled with torch.compile: the first batch, and any of sizes not met before, "
+          "compile first (minutes)", flush=True)
+    return CompiledStep(potential, config, scale)
 
 
 def _print_epoch(record: dict, epoch: int, epochs: int) -> None:
@@ -204,10 +231,11 @@ def run_epochs(config: TrainConfig, dist: Distributed, out_dir: Path, potential,
             print(f"the run has used {run.minutes_before:.3g} of its max_minutes {config.max_minutes:g}: "
                   "no epoch run; raise max_minutes to continue", flush=True)
         run.start_epoch = config.epochs  # nothing to run
+    compiled = _compiled_step(config, dist, potential, scale) if run.start_epoch < config.epochs else None
     for epoch in range(run.start_epoch, config.epochs):
         t_epoch = time.perf_counter()
         train_loss = _train_epoch(config, dist, potential, optimizer, ema, train_samples, epoch, run, scale,
-                                  progress)
+                                  progress, compiled)
         potential.eval()
         if not dist.is_main:
             dist.barrier()
@@ -217,7 +245,8 @@ def run_epochs(config: TrainConfig, dist: Distributed, out_dir: Path, potential,
                 break
             continue
         record = _validate_and_save(config, potential, ema, valid_samples, dist.device, out_dir, epoch, run,
-                                    train_loss, optimizer, scale, metadata, t_start)
+                                    train_loss, optimizer, scale, metadata, t_start,
+                                    compiled.epoch_record() if compiled is not None else {})
         fired = wsd and _watch_plateau(config, run, record, epoch, steps_per_epoch)
         if run.plateau.end_epoch is not None and epoch + 1 >= run.plateau.end_epoch:
             run.finished = f"plateau at epoch {run.plateau.fired_at_epoch}, decay done"

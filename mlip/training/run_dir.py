@@ -44,6 +44,7 @@ RESUMABLE_CHANGES = (
     "max_minutes",  # the time budget (the elapsed minutes carry over from the earlier run)
     "out_dir",      # where the run lives (mlip train --out-dir; a moved folder)
     "device",       # where it runs: the same optimisation on another machine
+    "compile",      # how the steps run (compiled or eager): the same optimisation up to rounding
 )
 
 
