@@ -259,11 +259,17 @@ def summarize(coarse_path: Path, dense_path: Path, checks_path: Path, commands: 
             rows[key]["meshes"] = {"density_2.5": value[lo].get("mesh") or value[lo].get("meshes"),
                                    "converged": value[hi].get("mesh") or value[hi].get("meshes")}
             rows[key]["source"] = f"kpoint_checks.py {check} (v1-relaxed geometry)"
+    cost = Path(checks_path).parent / "v1-cost-by-stage.json"  # cost_by_stage.py
     return {"benchmark": "dft_validation at converged k-points (issue 55 item 3)", "commands": commands,
+            "v1_cost_by_stage": json.loads(cost.read_text()) if cost.exists() else None,
             "density_2.5_key": coarse["key"], "converged_key": dense["key"],
             "settings_by_property": {p: {e: x["overrides"] for e, x in v.items()}
                                      for p, v in dense.get("settings_by_property", {}).items()},
-            "rows": rows, "checks": checks}
+            "rows": rows, "checks": checks,
+            "not_in_the_converged_cache": {f"{p}.{e}": v["error"].splitlines()[0]
+                                           for p, per in dense["properties"].items() for e, v in per.items()
+                                           if isinstance(v, dict) and "error" in v},
+            "checks_not_done": [c for c in CHECKS if c not in checks]}
 
 
 def main(argv=None):
