@@ -297,15 +297,14 @@ def plot(curves: dict, path: Path, top: "dict | None" = None) -> None:
     if top is not None:
         values = [top["forces_mae_meV_per_A"]] + [top["per_config_type"][kind] for kind in kinds]
         for ax, value in zip(axes, values):
-            ax.axhline(value, color="grey", lw=1,
-                       label=f"one member on the whole pool ({top['n_train']} structures)")
+            ax.axhline(value, color="grey", lw=1, label=f"whole pool, one member ({top['n_train']})")
     axes[0].set_title("held-out, all")
     for ax, kind in zip(axes[1:], kinds):
         ax.set_title(f"held-out, {kind}")
     for ax in axes:
         ax.set_xlabel("labels (EMT calls) beyond the initial data")
         ax.set_ylabel("force MAE of the committee mean (meV/Å)")
-        ax.legend()
+    axes[0].legend(fontsize=7)  # one legend: the panels share their lines
     fig.savefig(str(path), dpi=110)
 
 

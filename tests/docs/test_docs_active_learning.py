@@ -54,12 +54,14 @@ def test_every_command_of_the_page_runs_as_written(tmp_path):
 
 def test_the_learning_curve_table_quotes_the_records():
     """The table of "What selection by uncertainty buys": each run's force MAE (meV/Å, to 0.1) of the first
-    attempt (its record), of the second (trust window) and of the random runs, which are the same in both
-    records, and the reduction of the mean, to the whole percent; the ceiling to 0.1 meV/Å."""
+    attempt (its record), of the second (trust window) and of the random runs (the first record's two are
+    the second's first two), and each attempt's reduction of the mean, to the whole percent; the ceiling
+    to 0.1 meV/Å."""
     results = ROOT / "benchmarks" / "results"
     first = json.loads((results / "active-learning-emt-first-attempt.json").read_text())
     second = json.loads((results / "active-learning-emt.json").read_text())
-    assert first["curves"]["random"] == second["curves"]["random"] and second["settings"]["trust_hi"] == 1.0
+    assert first["curves"]["random"] == second["curves"]["random"][:2]  # the same runs, and one more
+    assert second["settings"]["trust_hi"] == 1.0
     text = DOC.read_text(encoding="utf-8")
     rows = [line for line in text.splitlines() if re.match(r"^\| \d+ \| \d", line)]
 
@@ -78,4 +80,5 @@ def test_the_learning_curve_table_quotes_the_records():
         for cell, record in zip(cells[4:], (first, second)):
             reduction = 1 - (sum(runs(record, "uncertainty", labels)) / sum(runs(record, "random", labels)))
             assert cell == f"{100 * reduction:.0f} %".replace("-", "−"), (row, reduction)
-    assert f"reaches {second['ceiling']['forces_mae_meV_per_A']:.1f} meV/Å on the held-out set" in text
+    words = " ".join(text.split())
+    assert f"reaches {second['ceiling']['forces_mae_meV_per_A']:.1f} meV/Å on the held-out set" in words
