@@ -376,13 +376,13 @@ def test_a_relaxation_started_at_an_earlier_reports_cells_is_short(dv, first_run
 
 def test_the_converged_reference_is_read_without_gpaw(dv, tmp_path, monkeypatch):
     """--cache-only gpaw --converged on the repository cache: the lattice stage comes from the density-8
-    run (its meshes are density 8's, its numbers differ from v1's), the properties left at the dataset's
-    settings are v1's exactly, nothing is computed, and the report says which settings gave what."""
+    run (its meshes are density 8's, its numbers differ from v1's), Si's phonons, left at the dataset's
+    settings, are v1's exactly, nothing is computed, and the report says which settings gave what."""
     from mlip.workflows.kpoints import kpoint_mesh
 
     _kept_cache_without_gpaw(dv, tmp_path, monkeypatch)
     report = dv.main(["--out", str(tmp_path), "--methods", "gpaw", "--cache-only", "gpaw", "--converged",
-                      "--elements", "Si", "Ge", "--properties", "lattice", "elastic", "--no-progress"])
+                      "--elements", "Si", "Ge", "--properties", "lattice", "phonons", "--no-progress"])
     gpaw = report["methods"]["gpaw"]
     assert gpaw["evaluations"]["computed"] == 0
     kept = json.loads((SCRIPT.parents[2] / dv.CONVERGED_START_FROM).read_text())["methods"]["gpaw"]
@@ -395,11 +395,13 @@ def test_the_converged_reference_is_read_without_gpaw(dv, tmp_path, monkeypatch)
         meshes = gpaw["stages"]["lattice"][element]["kpoint_meshes"]
         assert kpoint_mesh(densest, 8.0) in [tuple(m) for m in meshes]
         assert lattice["a_A"] != kept["properties"]["lattice"][element]["a_A"]
-    assert gpaw["settings_by_property"]["elastic"]["Si"]["overrides"] == {}
-    assert gpaw["settings_by_property"]["elastic"]["Si"]["lattice_constant_A"] == pytest.approx(
+    si = gpaw["settings_by_property"]["phonons"]["Si"]
+    assert si["overrides"] == {} and si["lattice_constant_A"] == pytest.approx(
         kept["properties"]["lattice"]["Si"]["a_A"], rel=1e-9)
-    mine, theirs = (dv.scalars({"elastic": r["properties"]["elastic"]}) for r in (gpaw, kept))
-    assert mine == pytest.approx(theirs, rel=1e-6) and mine
-    stage, v1_stage = gpaw["stages"]["elastic"]["Si"], kept["stages"]["elastic"]["Si"]
+    assert gpaw["settings_by_property"]["phonons"]["Ge"]["overrides"] == {"kpoint_density_per_inv_A": 8.0}
+    mine, theirs = (dv.scalars({"phonons": {"Si": r["properties"]["phonons"]["Si"]}})
+                    for r in (gpaw, kept))
+    assert mine == pytest.approx(theirs, rel=1e-6, abs=1e-5) and mine
+    stage, v1_stage = gpaw["stages"]["phonons"]["Si"], kept["stages"]["phonons"]["Si"]
     assert stage["kpoint_meshes"] == v1_stage["kpoint_meshes"] and stage["evaluations"] == v1_stage["evaluations"]
     assert stage["label_wall_time_s"] == pytest.approx(v1_stage["label_wall_time_s"])
