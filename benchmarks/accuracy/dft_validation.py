@@ -933,11 +933,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--setting", action="append", default=[], metavar="K=V",
                    help="override one GPAW setting (smoke runs; the JSON marks the results as not the "
                         "reference)")
-    p.add_argument("--property-setting", action="append", default=[], metavar="PROPERTY:K=V",
-                   help="override one GPAW setting for one property (e.g. "
-                        "lattice:kpoint_density_per_inv_A=8); each property is then computed entirely at "
-                        "its settings, its lattice constant included, and the report says which settings "
-                        "gave which property")
+    p.add_argument("--property-setting", action="append", default=[], metavar="PROPERTY[.ELEMENT]:K=V",
+                   help="override one GPAW setting for one property, or for one element's (e.g. "
+                        "lattice:kpoint_density_per_inv_A=8, phonons.Ge:...); each property is then "
+                        "computed entirely at its settings, its lattice constant included, and the report "
+                        "says which settings gave which property")
     p.add_argument("--converged", action="store_true",
                    help="GPAW at the settings that converge each property (CONVERGED_PROPERTY_SETTINGS, "
                         "starting the relaxations from CONVERGED_START_FROM; docs/accuracy.md): the "
@@ -972,7 +972,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         raise SystemExit("--setting, --property-setting, --converged and --start-from concern GPAW; "
                          "add --methods gpaw")
     methods: List[Method] = []
-    groups: List[Any] = []  # GPAW's (method, properties) per distinct settings, when set per property
+    groups: List[Any] = []  # GPAW's (method, [(property, element)]) per distinct settings, if per property
     for name in args.methods:
         if name == "gpaw":
             methods.append(gpaw_method(overrides, "gpaw" in args.cache_only))
