@@ -49,14 +49,15 @@ def assert_close(got, ref, what, rtol=1e-6):
 
 
 # Compiling on a CPU takes minutes (the first call; later sizes reuse the dynamic-shape graph), so one
-# small architecture is compiled here, in float64 and float32: the Platonic Transformer whose attention
+# small architecture is compiled here, in float64 (float32's agreement, within 4e-6 for the default model,
+# is in docs/speed.md; CI's main job has 15 minutes): the Platonic Transformer whose attention
 # reaches less far than its graph (the edges within the attention cutoff are selected before the compiled
 # graph) and which carries the embedded-atom term. The shipped models' compiled results are checked
 # against eager ones by benchmarks/speed/small_cell_latency.py and compile_cost.py; test_every_architecture_
 # takes_the_option prepares every architecture without compiling, and test_uncompiled_evaluation_is_
 # the_potential runs the compiled function of each one uncompiled.
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-10), ("float32", 2e-5)])
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-10)])
 def test_compiled_equals_eager(dtype, rtol):
     potential = build_potential("platonic-density-reach", species=SPECIES)
     eager = MLIPCalculator(potential, device="cpu", dtype=dtype)

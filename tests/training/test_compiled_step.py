@@ -47,7 +47,9 @@ def eager_loss_and_gradients(potential, config, scale, graph, target):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+# one compile per test (minutes on a CPU, and CI's main job has 15): the equality in float64, where it is
+# tight; float32's agreement (the dtype runs train in) is measured by benchmarks/speed/training_step.py
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-10)])
 def test_compiled_loss_and_gradients_equal_the_eager_ones(batches, dtype, tolerance):
     # The gradients compare as one vector (a bias of the attention logits has a gradient of zero up to
     # rounding, ~1e-19, whose relative error alone means nothing). The number of graphs is not tested:
