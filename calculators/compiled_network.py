@@ -18,7 +18,7 @@ then on. The results are the same either way to rounding; only the speed differs
 from __future__ import annotations
 
 import warnings
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch._dynamo
@@ -56,6 +56,27 @@ def warm_up(model: torch.nn.Module, dtype: torch.dtype) -> None:
         model(species, edge_index, vectors, batch, 1)
 
 
+def attention_radius(potential: Potential) -> Optional[float]:
+    """The attention radius (Å) of a network whose attention reaches less far than the graph
+    (``model.attention_cutoff``): its edges are selected before a compiled graph. None otherwise."""
+    cutoff = getattr(potential.model, "attention_cutoff", None)
+    return cutoff if cutoff is not None and cutoff < potential.cutoff else None
+
+
+def eager_inputs(potential: Potential, graph: AtomicGraph, attention_cutoff: Optional[float]
+                 ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """What a compiled graph of ``Potential.forward`` takes from outside, computed eagerly because it
+    depends on the data: the species indices (the lookup checks the atomic numbers and raises
+    ValueError) and, given an ``attention_cutoff`` (:func:`attention_radius`), the indices of the edges
+    within it, selected from the same edge vectors the eager network would compute (None otherwise)."""
+    species = potential.species_index(graph.numbers)
+    if attention_cutoff is None:
+        return species, None
+    with torch.no_grad():
+        vectors = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index, graph.shifts)
+    return species, edge_indices_within(vectors, attention_cutoff)
+
+
 class CompiledEvaluation:
     """Energy, per-atom energies, forces and stress of a graph from one compiled graph, until it fails
     once; then eagerly (``Potential.forward``).
@@ -71,9 +92,8 @@ class CompiledEvaluation:
 
     def __init__(self, potential: Potential):
         self.potential = potential
-        cutoff = getattr(potential.model, "attention_cutoff", None)
         #: the attention radius (Å) whose edges are selected before the compiled graph, or None
-        self.attention_cutoff = cutoff if cutoff is not None and cutoff < potential.cutoff else None
+        self.attention_cutoff = attention_radius(potential)
         self.compiled = torch.compile(self.evaluate, dynamic=True, fullgraph=True)
         #: why compilation failed (one line), or None while the compiled evaluation is used
         self.failure = None
@@ -88,13 +108,7 @@ class CompiledEvaluation:
     def __call__(self, graph: AtomicGraph, compute_stress: bool) -> Dict[str, torch.Tensor]:
         """What ``potential(graph, compute_forces=True, compute_stress=compute_stress)`` returns."""
         if self.failure is None:
-            species = self.potential.species_index(graph.numbers)  # its checks raise ValueError eagerly
-            attention_edges = None
-            if self.attention_cutoff is not None:
-                with torch.no_grad():
-                    vectors = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index,
-                                           graph.shifts)
-                attention_edges = edge_indices_within(vectors, self.attention_cutoff)
+            species, attention_edges = eager_inputs(self.potential, graph, self.attention_cutoff)
             try:
                 with torch._dynamo.config.patch(trace_autograd_ops=True):
                     return self.compiled(graph, species, attention_edges, bool(compute_stress))

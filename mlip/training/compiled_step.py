@@ -28,9 +28,9 @@ from typing import Dict, Optional
 import torch
 import torch._dynamo
 
-from mlip.calculators.compiled_network import CompileFallbackWarning, first_line, warm_up
-from mlip.graph import AtomicGraph, edge_vectors
-from mlip.nn import edge_indices_within
+from mlip.calculators.compiled_network import (CompileFallbackWarning, attention_radius, eager_inputs,
+                                               first_line, warm_up)
+from mlip.graph import AtomicGraph
 from mlip.potential import Potential
 from mlip.training.config import TrainConfig
 from mlip.training.loss import combine_loss, loss_sums
@@ -48,9 +48,8 @@ class CompiledStep:
         self.forces = config.loss.forces_weight > 0
         self.stress = config.loss.stress_weight > 0
         self.parameters = [p for p in potential.parameters() if p.requires_grad]
-        cutoff = getattr(potential.model, "attention_cutoff", None)
         #: the attention radius (Å) whose edges are selected before the compiled graph, or None
-        self.attention_cutoff = cutoff if cutoff is not None and cutoff < potential.cutoff else None
+        self.attention_cutoff = attention_radius(potential)
         self.compiled = torch.compile(self.loss_and_gradients, dynamic=True, fullgraph=True)
         self.warm_up()
         #: why compilation failed (one line), or None while the compiled step is used
@@ -87,14 +86,7 @@ class CompiledStep:
 
     def __call__(self, graph: AtomicGraph, target: Dict[str, torch.Tensor]) -> Optional[torch.Tensor]:
         if self.failure is None:
-            # outside the graph: the species lookup checks the atomic numbers (a branch on the data)
-            species = self.potential.species_index(graph.numbers)
-            attention_edges = None
-            if self.attention_cutoff is not None:  # the edges the eager network would select
-                with torch.no_grad():
-                    vectors = edge_vectors(graph.positions, graph.cell, graph.batch, graph.edge_index,
-                                           graph.shifts)
-                attention_edges = edge_indices_within(vectors, self.attention_cutoff)
+            species, attention_edges = eager_inputs(self.potential, graph, self.attention_cutoff)
             scale = torch.tensor(self.scale, dtype=graph.positions.dtype, device=graph.positions.device)
             try:
                 with torch._dynamo.config.patch(trace_autograd_ops=True, fail_on_recompile_limit_hit=True), \
