@@ -345,18 +345,13 @@ def labelling_status(structures: Sequence, out_dir: Union[str, Path]
     return done, failed, missing
 
 
-def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[str, Path]
-                   ) -> Tuple[int, List[Tuple[str, str]], List[str]]:
-    """Write the labelled ``structures`` (those with a result in ``out_dir``) to the extxyz file
-    ``path``, atomically, in the order given: labels under :data:`LABEL_KEYS`, provenance
-    (``calculator``, ``calculator_version``, ``calculator_settings``, ``label_note`` where the labeller
-    has one, ``label_wall_time_s``) and the
-    structure's own info in each frame. Returns (frames written, [(id, error)] of failed structures,
-    [ids] not labelled yet)."""
-    from ase.io import write
-
-    from mlip.io import atomic_write
-
+def labelled_frames(structures: Sequence, out_dir: Union[str, Path]
+                    ) -> Tuple[List, List[Tuple[str, str]], List[str]]:
+    """The labelled ``structures`` (those with a result in ``out_dir``) as frames, in the order given:
+    labels under :data:`LABEL_KEYS`, provenance (``calculator``, ``calculator_version``,
+    ``calculator_settings``, ``label_note`` where the labeller has one, ``label_wall_time_s``) and the
+    structure's own info in each frame. Returns (frames, [(id, error)] of failed structures, [ids] not
+    labelled yet)."""
     results = load_results(out_dir)
     frames, failed, missing = [], [], []
     for atoms in structures:
@@ -383,10 +378,24 @@ def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[
             frame.info["label_details"] = json.dumps(record["label_details"], sort_keys=True)
         frame.info["label_wall_time_s"] = float(record.get("wall_time_s", float("nan")))
         frames.append(frame)
+    return frames, failed, missing
+
+
+def write_labelled(structures: Sequence, out_dir: Union[str, Path], path: Union[str, Path]
+                   ) -> Tuple[int, List[Tuple[str, str]], List[str]]:
+    """Write the labelled ``structures`` (:func:`labelled_frames`) to the extxyz file ``path``,
+    atomically, in the order given. Returns (frames written, [(id, error)] of failed structures, [ids]
+    not labelled yet)."""
+    from ase.io import write
+
+    from mlip.io import atomic_write
+
+    frames, failed, missing = labelled_frames(structures, out_dir)
     atomic_write(path, lambda tmp: write(tmp, frames, format="extxyz"))
     return len(frames), failed, missing
 
 
 __all__ = ["CHGNET_LABEL_NOTE", "CHGNET_SETTINGS", "GPAW_KPOINT_OPTIONS", "GPAW_PBE_SETTINGS", "LABEL_KEYS",
            "Labeller", "gpaw_calculator", "gpaw_label", "kpoint_mesh", "label_atoms", "label_structures",
-           "labeller", "labelling_status", "interleaved", "result_id", "structure_id", "write_labelled"]
+           "labeller", "labelling_status", "interleaved", "labelled_frames", "result_id", "structure_id",
+           "write_labelled"]

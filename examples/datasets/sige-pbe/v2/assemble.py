@@ -24,19 +24,18 @@ SET = HERE.parent
 PARTS = ("train", "valid", "test")
 
 
-def v1_parts(work: Path) -> Dict[str, str]:
-    """id → the v1 split part it belongs to, from ``work/sige-pbe-{train,valid,test}.xyz``."""
+def v1_parts(work: Path) -> Dict[str, List]:
+    """v1's split: {part: its labelled frames}, from ``work/sige-pbe-{train,valid,test}.xyz``."""
     from ase.io import read
 
-    part_of: Dict[str, str] = {}
+    parts: Dict[str, List] = {}
     for part in PARTS:
         path = work / f"sige-pbe-{part}.xyz"
         if not path.is_file():
             sys.exit(f"{path} is missing: build v1's split first "
                      "(STEPS=data bash examples/datasets/sige-pbe/models.sh)")
-        for atoms in read(path, ":"):
-            part_of[str(atoms.info["id"])] = part
-    return part_of
+        parts[part] = read(path, ":")
+    return parts
 
 
 def additions_parts(additions: List) -> Dict[str, str]:
@@ -50,26 +49,23 @@ def additions_parts(additions: List) -> Dict[str, str]:
 
 def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     """Write the v2 files into ``out``; {part: {config_type: frames}}."""
-    import tempfile
-
     from ase.io import read, write
 
     from mlip.io import atomic_write
-    from mlip.workflows.labelling import write_labelled
+    from mlip.workflows.labelling import labelled_frames
 
-    part_of = v1_parts(work)
+    v1 = v1_parts(work)
+    part_of = {str(a.info["id"]): part for part, frames in v1.items() for a in frames}
     structures = read(SET / "sige-structures.xyz", ":")
     periodic = [a for a in structures if a.pbc.any()]
     if (HERE / "additions.xyz").exists():
         additions = read(HERE / "additions.xyz", ":")
         part_of.update(additions_parts(additions))
         periodic += additions
-    with tempfile.TemporaryDirectory() as tmp:
-        write_labelled(periodic, HERE / "run", Path(tmp) / "v2.xyz")
-        v2 = read(Path(tmp) / "v2.xyz", ":")
+    v2, _, _ = labelled_frames(periodic, HERE / "run")
     gamma_only: List = []
     for part in PARTS:
-        for atoms in read(work / f"sige-pbe-{part}.xyz", ":"):
+        for atoms in v1[part]:
             if not atoms.pbc.any():
                 atoms.info["label_note"] = ("v1 label: Γ is the only k-point of a structure without "
                                             "periodicity")

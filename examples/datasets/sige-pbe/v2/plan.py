@@ -111,19 +111,18 @@ def reuse_study_labels(structures: List, run: Path) -> List[str]:
     return reused
 
 
-def started_tranches(run: Path) -> List[Path]:
-    """The tranche files, in order, up to the last one that label.sh has started: with a result of its
-    own in ``run`` (a label reused from the k-point study does not count) or a labelled file."""
-    from ase.io import read
-
+def started_tranches(tranches: Dict[Path, List], run: Path) -> List[Path]:
+    """The tranche files (``tranches``: path → its structures, in order) up to the last one that
+    label.sh has started: with a result of its own in ``run`` (a label reused from the k-point study
+    does not count) or a labelled file."""
     from mlip.workflows.labelling import result_id
     from mlip.workflows.sharding import load_results
 
     results = load_results(run)
-    files = sorted(HERE.glob("tranche-*.xyz"))
+    files = list(tranches)
     last = 0
     for k, path in enumerate(files):
-        records = [results.get(result_id(a)) for a in read(path, ":")]
+        records = [results.get(result_id(a)) for a in tranches[path]]
         labelled_here = any(r is not None and "from" not in r.get("label_details", {}) for r in records)
         if labelled_here or (HERE / "labelled" / path.name).exists():
             last = k + 1
@@ -153,15 +152,15 @@ def main() -> None:
     additions = read(HERE / "additions.xyz", ":") if (HERE / "additions.xyz").exists() else []
     run = HERE / "run"
     reused = reuse_study_labels(structures, run)
-    existing = sorted(HERE.glob("tranche-*.xyz"))
-    planned = {str(a.info["id"]) for path in existing for a in read(path, ":")}
+    existing = {path: read(path, ":") for path in sorted(HERE.glob("tranche-*.xyz"))}
+    planned = {str(a.info["id"]) for frames in existing.values() for a in frames}
     if existing and all(str(a.info["id"]) in planned for a in additions):
         print(f"{len(reused)} labels reused from the k-point study; the tranche files exist and are kept")
         return
     # the first plan, or additions (additions.py) not yet planned: the tranches labelling has started
     # are kept as they are, the rest is planned again with the additions
-    kept = started_tranches(run) if existing else []
-    kept_ids = {str(a.info["id"]) for path in kept for a in read(path, ":")}
+    kept = started_tranches(existing, run) if existing else []
+    kept_ids = {str(a.info["id"]) for path in kept for a in existing[path]}
     order = value_order([a for a in structures + additions if str(a.info["id"]) not in kept_ids], reused)
     write_tranches(order, len(kept) + 1)
     counts: Dict[str, int] = {}
