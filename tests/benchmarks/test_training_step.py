@@ -46,3 +46,22 @@ def test_stage_attribution_follows_the_enclosing_ranges(script):
     inner = Event("autograd::engine::evaluate_function: MmBackward0", backward)
     assert script.stage_of(Event("aten::mm", inner)) == "parameter backward"
     assert script.stage_of(Event("aten::add_", Event("optimiser"))) == "optimiser"
+
+
+def test_mace_gets_the_isolated_atoms_of_a_file_labelled_under_other_keys(script, tmp_path):
+    """MACE's --E0s come from the samples as mlip reads them: the Si–Ge files keep their labels under
+    REF_ keys, which a plain ASE read does not see (the arm once failed there after the recipes' timing)."""
+    import numpy as np
+    from ase import Atoms
+    from ase.io import write
+
+    from mlip.data import read_dataset
+
+    frames = []
+    for number, energy in ((14, -0.38), (32, -0.39)):
+        atoms = Atoms(numbers=[number], positions=[[0.0, 0.0, 0.0]], cell=[20, 20, 20], pbc=False)
+        atoms.info["REF_energy"] = energy
+        atoms.arrays["REF_forces"] = np.zeros((1, 3))
+        frames.append(atoms)
+    write(tmp_path / "atoms.xyz", frames)
+    assert script.mace_isolated_e0s(read_dataset(tmp_path / "atoms.xyz")) == "{14: -0.38, 32: -0.39}"

@@ -549,6 +549,18 @@ def test_example_training_configs_parse_and_chain_their_stages():
             assert (term["species"], term["cutoff"]) == (c.model["species"], c.model["cutoff"]), name
 
 
+def test_every_recipe_config_parses():
+    """Every YAML under examples/recipes (stages, long runs, pre-training, v2) is a valid config."""
+    from pathlib import Path
+
+    recipes = Path(__file__).resolve().parents[2] / "examples" / "recipes"
+    paths = sorted(recipes.rglob("*.yaml"))
+    assert len(paths) >= 10
+    for path in paths:
+        config = TrainConfig.from_yaml(path)
+        assert config.model["name"] and config.data.train and config.out_dir, path
+
+
 def test_validation_without_stress_labels_trains_and_checkpoints(tmp_path, samples):
     """A validation set with no stress labels (molecules, clusters) has no stress error: the run
     goes on, and the checkpoint header stores null for it (JSON has no NaN)."""

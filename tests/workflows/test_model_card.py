@@ -263,3 +263,49 @@ def test_mlip_card_needs_a_run_folder_and_a_test_file(tmp_path, capsys):
     code, _, err = _card(capsys, run, "--name", "x", "--test", tmp_path / "t.xyz", "--train-command", "c",
                          "--out", tmp_path / "cards")
     assert code == 2 and "test file" in err and "does not exist" in err
+
+
+def test_remeasuring_the_speed_rewrites_only_the_speed_of_a_shipped_card(tmp_path):
+    """``remeasure_speed`` gives the card new MD-step speeds on its own cells and rewrites its Speed
+    section; every other number of the JSON and every other line of the Markdown stay as they were."""
+    from mlip.workflows.model_card.make import remeasure_speed
+
+    cards = Path(mlip.models.__file__).parent / "pretrained"
+    name = "embedded-atom-emt"
+    for suffix in (".json", ".md", ".safetensors"):
+        shutil.copyfile(cards / f"{name}{suffix}", tmp_path / f"{name}{suffix}")
+    before = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
+    old_md = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+    speed = remeasure_speed(tmp_path, name, repeats=2)
+    after = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
+    unchanged = [k for k in before if k != "speed"]
+    assert list(after) == list(before) and all(after[k] == before[k] for k in unchanged)
+    assert after["speed"] == speed and list(speed["md_atom_steps_per_s"]) == list(measure.speed_structures())
+    assert all(rate > 0 for rate in speed["md_atom_steps_per_s"].values())
+    assert speed["md_atom_steps_per_s"] != before["speed"]["md_atom_steps_per_s"]
+    new_md = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+    old_section, new_section = ("\n".join(markdown.speed_section(d)) for d in (before, after))
+    assert old_section in old_md and new_md == old_md.replace(old_section, new_section)
+    assert f"- MD step measured {speed['measured']}." in new_md
+
+
+def test_a_card_with_a_compiled_speed_states_both():
+    data = json.loads((Path(mlip.models.__file__).parent / "pretrained" / "platonic-sige.json").read_text())
+    data["speed"]["compiled_md_atom_steps_per_s"] = {"diamond Si, 216 atoms": 2160.0}
+    lines = markdown.speed_section(data)
+    compiled = [line for line in lines if "compiled" in line]
+    assert len(compiled) == 1 and compiled[0].startswith("- diamond Si, 216 atoms: ")
+    assert compiled[0].endswith(
+        "; compiled (`MLIPCalculator(compile=True)`) 2,160 atom·steps/s (100.0 ms/step)")
+
+
+def test_remeasuring_refuses_a_card_whose_speed_section_was_edited(tmp_path):
+    from mlip.workflows.model_card.make import remeasure_speed
+
+    cards = Path(mlip.models.__file__).parent / "pretrained"
+    name = "embedded-atom-emt"
+    shutil.copyfile(cards / f"{name}.json", tmp_path / f"{name}.json")
+    text = (cards / f"{name}.md").read_text(encoding="utf-8").replace("atom·steps/s", "atom steps/s")
+    (tmp_path / f"{name}.md").write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match="Speed section is not the rendering"):
+        remeasure_speed(tmp_path, name)

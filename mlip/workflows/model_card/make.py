@@ -10,13 +10,14 @@ import json
 import os
 import platform
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
-from mlip.workflows.model_card.markdown import EMT_TEST, format_model_card
+from mlip.workflows.model_card.markdown import EMT_TEST, format_model_card, speed_section
 from mlip.workflows.model_card.measure import (
     KEYS,
     card_sample_of,
@@ -262,3 +263,38 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
     write_json(out / f"{settings.name}.json", data)
     write_text(out / f"{settings.name}.md", format_model_card(data))
     return data
+
+
+def remeasure_speed(folder: PathLike, name: str, compile: bool = False, repeats: int = 10) -> dict:
+    """Measure the MD-step speed of the card ``folder/NAME`` again, on this machine and its torch
+    threads, and write it into ``NAME.json`` and the ``## Speed`` section of ``NAME.md`` (the rest of
+    both files is kept as it is). ``compile``: also time ``MLIPCalculator(compile=True)`` (its
+    compilation untimed). Returns the new ``speed`` entry."""
+    from mlip.checkpoint import load_potential
+    from mlip.io import write_json, write_text
+
+    folder = Path(folder)
+    card, text_path = folder / f"{name}.json", folder / f"{name}.md"
+    data = json.loads(card.read_text(encoding="utf-8"))
+    text = text_path.read_text(encoding="utf-8")
+    old_section = "\n".join(speed_section(data))
+    if old_section not in text:
+        raise ValueError(f"{text_path}: its Speed section is not the rendering of {card.name}'s numbers")
+    labels = list(data["speed"]["md_atom_steps_per_s"])
+    kinds = [kind for kind in ("cu-au", "si-ge") if list(speed_structures(kind)) == labels]
+    if not kinds:
+        raise ValueError(f"{card}: its speed cells {labels} are none of the cards' cells")
+    structures = speed_structures(kinds[0])
+    potential = load_potential(folder / f"{name}.safetensors")  # as shipped (orientation, average)
+    speed = {"md_atom_steps_per_s": {label: md_step_speed(potential, atoms, repeats)
+                                     for label, atoms in structures.items()}}
+    if compile:
+        speed["compiled_md_atom_steps_per_s"] = {
+            label: md_step_speed(potential, atoms, repeats, compile=True)
+            for label, atoms in structures.items()}
+    speed.update(threads=torch.get_num_threads(), cpu=platform.processor() or platform.machine(),
+                 measured=f"{time.strftime('%Y-%m-%d')} with torch {torch.__version__.split('+')[0]}")
+    data["speed"] = speed
+    write_json(card, data)
+    write_text(text_path, text.replace(old_section, "\n".join(speed_section(data))))
+    return speed

@@ -255,9 +255,9 @@ def discovery_section(d: dict | None) -> list:
     ]
 
 
-def _speed_and_model_section(data: dict) -> list:
-    """MD-step speed and training throughput, then the architecture, its hyperparameters and how the
-    weights are shipped (a Platonic orientation or coset average)."""
+def speed_section(data: dict) -> list:
+    """The ``## Speed`` section: MD-step speed (eager, and compiled where measured) and training
+    throughput, with the blank line that ends it."""
     speed, tr = data["speed"], data["training"]
     stages = tr.get("stages", [])
     lines = [
@@ -268,13 +268,27 @@ def _speed_and_model_section(data: dict) -> list:
     ]
     for label, rate in speed["md_atom_steps_per_s"].items():
         n_atoms = int(label.split(", ")[1].split()[0])
-        lines.append(f"- {label}: {rate:,.0f} atom·steps/s ({1e3 * n_atoms / rate:.1f} ms/step)")
+        line = f"- {label}: {rate:,.0f} atom·steps/s ({1e3 * n_atoms / rate:.1f} ms/step)"
+        compiled = speed.get("compiled_md_atom_steps_per_s", {}).get(label)
+        if compiled is not None:
+            line += (f"; compiled (`MLIPCalculator(compile=True)`) {compiled:,.0f} atom·steps/s "
+                     f"({1e3 * n_atoms / compiled:.1f} ms/step)")
+        lines.append(line)
     in_stages = f"; {len(stages)} stages" if len(stages) > 1 else ""
     lines += [
         f"- training: {tr['structures_per_s']:.1f} structures/s ({tr['n_train']} structures × {tr['epochs']} "
         f"epochs in {tr['minutes']:.1f} min, validation included, {tr['threads']}{in_stages})"
         + _throughput_by_model(stages, tr["n_train"]) + ".",
-        "",
+    ]
+    if "measured" in speed:
+        lines.append(f"- MD step measured {speed['measured']}.")
+    return lines + [""]
+
+
+def _speed_and_model_section(data: dict) -> list:
+    """MD-step speed and training throughput, then the architecture, its hyperparameters and how the
+    weights are shipped (a Platonic orientation or coset average)."""
+    lines = speed_section(data) + [
         "## Model",
         "",
         f"`{data['architecture']}`, {data['n_parameters']:,} parameters, cutoff {data['cutoff']} Å. "

@@ -110,11 +110,12 @@ def embedded_atom_share(weights: Path, samples) -> dict | None:
             "n_structures": len(samples)}
 
 
-def md_step_speed(potential, atoms, repeats: int = 10) -> float:
-    """atom·steps/s of energy + forces + stress in float32 (median of ``repeats`` calls)."""
+def md_step_speed(potential, atoms, repeats: int = 10, compile: bool = False) -> float:
+    """atom·steps/s of energy + forces + stress in float32 (median of ``repeats`` calls after two
+    untimed ones, which include the compilation with ``compile``)."""
     from mlip.calculators import MLIPCalculator
 
-    calc = MLIPCalculator(potential, dtype="float32", device="cpu")
+    calc = MLIPCalculator(potential, dtype="float32", device="cpu", compile=compile)
     times = []
     for k in range(repeats + 2):
         atoms.positions[0, 0] += 1e-4  # a new geometry each call, as in MD
