@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The one prepared GPU check (issues 6 and 39): at most 8 minutes of wall time (the stages' limits
-# add up to 470 s), so a 15-minute device lease leaves room to start the machine and rerun once.
+# The one prepared GPU check (issues 6, 39 and 56): at most 9 minutes of wall time (the stages' limits
+# add up to 530 s), so a 15-minute device lease leaves room to start the machine.
 #
 #   bash benchmarks/gpu/gpu_check.sh               # on the GPU machine; everything under $OUT (or ./gpu_out)
 #   bash benchmarks/gpu/gpu_check.sh --cpu-smoke   # checks every stage on a CPU with tiny sizes (~2 minutes)
@@ -16,6 +16,8 @@
 #              >= 1.5×), calculator steps                                   90 s of measurements, 120 s hard
 #   relax      benchmarks/gpu/gpu_batched_relax.py: batched relaxation through torch-sim (target 1e4
 #              structures per minute), or "not installed" without mlip.integrations.torchsim    50 s hard
+#   train      benchmarks/speed/training_step.py on the GPU: the Si-Ge recipes' training step (eager;
+#              compiling takes minutes), on the Si-Ge set's committed card sample (issue 56, item 6)  60 s hard
 #   summary    gpu_summary.json: the stage lines and the targets
 #
 # Needs only the repository and what the GPU machine already has (torch with CUDA, cupy-cuda12x/13x,
@@ -59,9 +61,11 @@ echo "[env] $(tr '\n' ' ' < "$OUT_DIR/gpu_env.txt")"
 if [ $SMOKE = 1 ]; then
     DEV=(--device cpu); BENCH=(--tiny --budget 20); COMPILE=(--atoms 64 --no-compile --budget 30)
     RELAX=(--structures 4 --steps 5 --seconds 10)
+    TRAIN=(--device cpu --threads 2 --steps 1 --warmup 1 --rounds 1)
 else
     DEV=(--device cuda); BENCH=(--budget 90); COMPILE=(--atoms 100000 --budget 60)
     RELAX=(--structures 2000 --seconds 30)
+    TRAIN=(--device cuda --steps 5 --warmup 3 --rounds 2)   # eager: compiling takes minutes
 fi
 
 stage tests 80 "$PY" - "$OUT_DIR" <<'PY'
@@ -83,6 +87,10 @@ stage benchmark 120 "$PY" benchmarks/gpu/gpu_benchmark.py "${DEV[@]}" "${BENCH[@
     --out "$OUT_DIR/gpu_check.json" --tests "$OUT_DIR/gpu_tests.json"
 stage relax 50 "$PY" benchmarks/gpu/gpu_batched_relax.py "${DEV[@]}" "${RELAX[@]}" \
     --out "$OUT_DIR/batched_relax.json"
+stage train 60 "$PY" -c 'import runpy, sys; sys.path.insert(0, "benchmarks/gpu"); import gpu_bootstrap
+sys.argv = ["training_step.py", *sys.argv[1:]]; runpy.run_path("benchmarks/speed/training_step.py", run_name="__main__")' \
+    --train examples/datasets/sige-pbe/card-sample.xyz --profile-steps 0 "${TRAIN[@]}" \
+    --out "$OUT_DIR/training_step.json"
 
 "$PY" benchmarks/gpu/gpu_summary.py all "$OUT_DIR" > "$OUT_DIR/summary.log" 2>&1
 echo "[summary] $(tr '\n' ' ' < "$OUT_DIR/summary.log" | tr -s ' ')"

@@ -1,7 +1,7 @@
 """One line per stage of benchmarks/gpu/gpu_check.sh, read from the JSON files it wrote, and the issue 39
 targets gathered into one file.
 
-    python benchmarks/gpu/gpu_summary.py STAGE OUT_DIR    # STAGE: tests, compile, benchmark, relax
+    python benchmarks/gpu/gpu_summary.py STAGE OUT_DIR    # STAGE: tests, compile, benchmark, relax, train
     python benchmarks/gpu/gpu_summary.py all OUT_DIR      # writes OUT_DIR/gpu_summary.json, prints targets
 """
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 FILES = {"tests": "gpu_tests.json", "compile": "compile_probe.json", "benchmark": "gpu_check.json",
-         "relax": "batched_relax.json"}
+         "relax": "batched_relax.json", "train": "training_step.json"}
 
 
 def fmt(value) -> str:
@@ -69,6 +69,11 @@ def line(stage: str, out: Path) -> str:
         if d.get("status") == "ok":
             return f"relax: {d['structures_per_minute']:.0f} structures/min ({d['structures_done']} done)"
         return f"relax: {d.get('status')} ({d.get('reason') or d.get('error', '')[:200]})"
+    if stage == "train":
+        rows = d.get("rows", {})
+        return "train: " + ("; ".join(f"{name} {1e3 * r['seconds_per_step']:.1f} ms/step "
+                                      f"({r['structures_per_second']:.0f} structures/s)"
+                                      for name, r in rows.items()) or "no rows")
     raise SystemExit(f"unknown stage {stage!r}; expected one of {', '.join(FILES)} or all")
 
 

@@ -31,6 +31,9 @@ batch), and each step's process CPU time beside its wall time. Set ``TORCHINDUCT
 on a small machine; whether the inductor cache (``/tmp/torchinductor_<user>``) was warm decides the
 compile time.
 
+``--device cuda`` runs the recipes on a GPU (``benchmarks/gpu/gpu_check.sh``'s ``train`` stage), each
+stage's time taken after the device's queued work; MACE, when asked for, stays on the CPU.
+
 MACE (``--mace-python``, its own virtualenv: ``benchmarks/README.md``) trains on the same file with the
 settings of ``mace_baseline.py`` (batch size 8, 32 channels, L = 1, correlation 3, 2 interactions,
 r_max 5 Å) for ``--mace-seconds`` through ``mace_helper.py``; its seconds per batch are the training
@@ -61,7 +64,7 @@ STAGES = ("forward", "force backward", "parameter backward", "optimiser")
 class Recipe:
     """One recipe's model, optimiser and batches, stepping as the trainer does."""
 
-    def __init__(self, name: str, samples, compiled: bool = False, cycle: int = 0):
+    def __init__(self, name: str, samples, compiled: bool = False, cycle: int = 0, device: str = "cpu"):
         import torch
         import yaml
 
@@ -74,7 +77,8 @@ class Recipe:
                                                       .read_text()))
         args = dict(config.model)
         self.config = config
-        self.potential = create_model(args.pop("name"), seed=0, **args).float()
+        self.device = torch.device(device)
+        self.potential = create_model(args.pop("name"), seed=0, **args).float().to(self.device)
         self.optimizer = torch.optim.AdamW(self.potential.parameters(), 1e-4)
         self.samples = samples
         self.batch_size = config.batch_size
@@ -90,6 +94,14 @@ class Recipe:
 
             self.compiled = CompiledStep(self.potential, config, 1.0)
 
+    def clock(self) -> float:
+        """Seconds now, after the device's queued work (a GPU runs asynchronously)."""
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
     def step(self, profiler_ranges: bool = False) -> Dict[str, float]:
         """One training step on the next batch: seconds per stage, the batch's atoms, the step's
         process CPU seconds and its loss."""
@@ -103,32 +115,35 @@ class Recipe:
         index = self.next % self.cycle if self.cycle else self.next
         chunk = [self.samples[i] for i in self.order[(index * bs) % len(self.samples):][:bs]]
         self.next += 1
+        clock = self.clock
         c0 = time.process_time()
-        t0 = time.perf_counter()
+        t0 = clock()
         graph = mlip.batch_atoms([atoms_of(s) for s in chunk], self.potential.cutoff, dtype=torch.float32)
-        t1 = time.perf_counter()
+        graph = graph.to(self.device)
+        targets = batch_targets(chunk, torch.float32, self.device)
+        t1 = clock()
         if self.compiled is not None:  # loss and gradients from the compiled graph
             self.optimizer.zero_grad()
-            loss = self.compiled(graph, batch_targets(chunk, torch.float32, "cpu"))
+            loss = self.compiled(graph, targets)
             if loss is None:
                 raise RuntimeError(f"the compiled step fell back to eager: {self.compiled.failure}")
-            t2 = t3 = time.perf_counter()
+            t2 = t3 = clock()
             self.optimizer.step()
-            t4 = time.perf_counter()
+            t4 = clock()
             return {"graph": t1 - t0, "forward with forces and stress": t2 - t1, "backward": t3 - t2,
                     "optimiser": t4 - t3, "atoms": sum(s.n_atoms for s in chunk),
                     "cpu": time.process_time() - c0, "loss": float(loss.detach())}
         with torch.profiler.record_function("model"):
             out = self.potential(graph, compute_forces=True, compute_stress=True, create_graph=True)
-            loss, _ = loss_terms(out, batch_targets(chunk, torch.float32, "cpu"), 1.0, self.config)
-        t2 = time.perf_counter()
+            loss, _ = loss_terms(out, targets, 1.0, self.config)
+        t2 = clock()
         with torch.profiler.record_function("parameter backward"):
             self.optimizer.zero_grad()
             loss.backward()
-        t3 = time.perf_counter()
+        t3 = clock()
         with torch.profiler.record_function("optimiser"):
             self.optimizer.step()
-        t4 = time.perf_counter()
+        t4 = clock()
         return {"graph": t1 - t0, "forward with forces and stress": t2 - t1, "backward": t3 - t2,
                 "optimiser": t4 - t3, "atoms": sum(s.n_atoms for s in chunk),
                 "cpu": time.process_time() - c0, "loss": float(loss.detach())}
@@ -271,6 +286,7 @@ def main(argv=None) -> int:
     parser.add_argument("--train", required=True, help="the training extxyz (labels under REF_ keys)")
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES))
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (the GPU check); MACE runs on the CPU")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
@@ -290,7 +306,7 @@ def main(argv=None) -> int:
     samples = read_dataset(args.train)
     e0s = mace_isolated_e0s(samples) if args.mace_python else None  # before the hours of timing
     if args.compile:  # each recipe eager then compiled, on the same batches (see the module docstring)
-        recipes = [Recipe(name, samples, compiled, cycle=args.steps)
+        recipes = [Recipe(name, samples, compiled, cycle=args.steps, device=args.device)
                    for name in args.recipes for compiled in (False, True)]
         rows = time_recipes(recipes, args.steps, max(args.warmup, args.steps), args.rounds)
         for recipe in recipes:
@@ -299,7 +315,7 @@ def main(argv=None) -> int:
                 row["speedup_over_eager"] = eager["seconds_per_step"] / row["seconds_per_step"]
                 row["cpu_speedup_over_eager"] = eager["cpu_seconds_per_step"] / row["cpu_seconds_per_step"]
     else:
-        recipes = [Recipe(name, samples) for name in args.recipes]
+        recipes = [Recipe(name, samples, device=args.device) for name in args.recipes]
         rows = time_recipes(recipes, args.steps, args.warmup, args.rounds)
     if args.profile_steps:
         for recipe in recipes:
@@ -318,6 +334,7 @@ def main(argv=None) -> int:
             line += "  [" + ", ".join(f"{s} {v['share']:.0%}" for s, v in shares) + "]"
         print(line)
     record = {"train": Path(args.train).name, "structures": len(samples), "threads": args.threads,
+              "device": args.device,
               "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "torch": torch.__version__,
               "rows": rows,
               "command": "python benchmarks/speed/training_step.py " + " ".join(argv or sys.argv[1:])}
