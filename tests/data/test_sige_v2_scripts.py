@@ -87,3 +87,49 @@ def test_value_order_takes_the_additions_in_turns(plan, additions):
     assert first_round.count("md_crystal") == plan.WEIGHTS["md_crystal"] == 3
     assert first_round.count("transition_path") == plan.WEIGHTS["transition_path"]
     assert sorted(a.info["id"] for a in order) == sorted(a.info["id"] for a in structures)
+
+
+def test_noise_compares_v1_with_v2_and_removes_a_constant_per_element(tmp_path):
+    """noise.py: one row per structure labelled in both runs (not failed); a constant per element between
+    the two codes' settings is no noise (the isolated-atom references absorb it), what is left per
+    structure is; forces and stress as mean absolute differences."""
+    import json
+
+    from ase.build import bulk
+
+    from mlip.workflows.labelling import result_id
+
+    structures, shift = [], {"Si": 0.010, "Ge": -0.004}  # eV per atom, v1 − v2
+    for k, (symbols, kind) in enumerate([(["Si", "Si"], "prototype"), (["Ge", "Ge"], "prototype"),
+                                         (["Si", "Ge"], "alloy"), (["Si", "Si"], "strained"),
+                                         (["Ge", "Ge"], "strained")]):
+        atoms = bulk("Si", "diamond", a=5.4 + 0.1 * k)
+        atoms.set_chemical_symbols(symbols)
+        atoms.info.update(id=f"{kind}-{k:05d}", config_type=kind)
+        structures.append(atoms)
+    rng = np.random.default_rng(0)
+    for run in ("v1", "v2"):
+        (tmp_path / run / "results").mkdir(parents=True)
+    extra = {"strained-00003": 0.02}  # a structure-dependent error of 20 meV/atom in one cell
+    for atoms in structures:
+        key, n = result_id(atoms), len(atoms)
+        forces, stress = rng.normal(size=(n, 3)), rng.normal(size=6)
+        energy = -4.0 * n
+        v1_energy = energy + sum(shift[s] for s in atoms.get_chemical_symbols()) + n * extra.get(
+            atoms.info["id"], 0.0)
+        for run, e, f in (("v2", energy, forces), ("v1", v1_energy, forces + 0.01)):
+            record = {"id": key, "energy": e, "forces": f.tolist(), "stress": stress.tolist()}
+            (tmp_path / run / "results" / f"{key}.json").write_text(json.dumps(record))
+    failed = structures[0].copy()
+    failed.info["id"] = "prototype-00099"
+    (tmp_path / "v2" / "results" / f"{result_id(failed)}.json").write_text(
+        json.dumps({"id": result_id(failed), "failed": "no convergence"}))
+    with _load("noise.py") as noise:
+        rows = noise.compare(structures + [failed], tmp_path / "v1", tmp_path / "v2")
+        kinds = noise.by_kind(rows)
+    assert [r["structure"] for r in rows] == [result_id(a) for a in structures]
+    assert all(r["force_mae_meV_per_A"] == pytest.approx(10.0) and r["stress_mae_GPa"] == 0.0 for r in rows)
+    left = {r["structure"].split(".")[0]: r["dE_structure_meV_per_atom"] for r in rows}
+    # the least-squares constants take a share of the one cell's 20 meV/atom; it stands out alone
+    assert max(left, key=lambda k: abs(left[k])) == "strained-00003" and abs(left["strained-00003"]) > 10
+    assert set(kinds) == {"alloy", "prototype", "strained"} and kinds["strained"]["n"] == 2

@@ -80,7 +80,10 @@ def main() -> None:
         print(f"all            n={len(rows):3d}  ΔE std {de.std():5.1f} meV/atom; element constants "
               f"{rows[0]['element_constants_meV']} meV")
     if args.json:
-        Path(args.json).write_text(json.dumps({"kinds": kinds, "rows": rows}, indent=1))
+        from mlip.io import write_json
+
+        command = "python examples/datasets/sige-pbe/v2/noise.py --json " + Path(args.json).name
+        write_json(args.json, {"command": command, "n_compared": len(rows), "kinds": kinds, "rows": rows})
 
 
 if __name__ == "__main__":
