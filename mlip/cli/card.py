@@ -32,9 +32,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "card", help="measure a trained model and write its model card (NAME.json, NAME.md)",
         description="Ship the best weights of a training run as OUT/NAME.safetensors, measure them (test "
-        "errors, card sample, rotations, MD-step speed, training) and write the card: OUT/NAME.json and "
-        "OUT/NAME.md. A model trained in stages names the earlier stages' run folders and one "
-        "--train-command per stage.")
+        "errors, card sample, rotations, MD-step speed, training) and write the card: OUT/NAME.json, "
+        "OUT/NAME.md and the learning curve's plot OUT/NAME-learning-curve.png. A model trained in stages "
+        "names the earlier stages' run folders and one --train-command per stage.")
     p.add_argument("run_dir", metavar="RUN_DIR",
                    help="the out_dir of mlip train (best.safetensors, metrics.json)")
     p.add_argument("--name", required=True, help="the model's name (the card's files are named after it)")
@@ -80,6 +80,16 @@ def add_parser(subparsers) -> None:
                    help="metrics.json of the miniature Matbench Discovery run of this model "
                         "(examples/discovery_emt.py)")
     p.add_argument("--discovery-command", default=None, help="the command that produced --discovery")
+    p.add_argument("--label-noise", default=None, metavar="FILE",
+                   help="error budget: the label noise of the data's first version against its second, the "
+                        "JSON of examples/datasets/sige-pbe/v2/noise.py --json")
+    p.add_argument("--label-noise-command", default=None, metavar="CMD",
+                   help="the command that wrote --label-noise (default: the one it names)")
+    p.add_argument("--label-floor", default=None, metavar="FILE",
+                   help="error budget: the residual of the labels' k-point rule, the k-point study's JSON "
+                        "(benchmarks/data/kpoint_convergence.py report)")
+    p.add_argument("--label-floor-command", default=None, metavar="CMD",
+                   help="the command that wrote --label-floor (needed unless the file names one)")
     p.add_argument("--orientation", default=None,
                    help="Platonic only: ship the weights with this group orientation (e.g. generic)")
     p.add_argument("--average-over", default=None, choices=SHIPPED_AS["average_over"],
@@ -96,7 +106,8 @@ def run(args) -> int:
     if not Path(args.run_dir).is_dir():
         raise CLIError(f"run folder {args.run_dir!r} does not exist")
     out = Path(args.out)
-    refuse_existing([out / f"{args.name}{suffix}" for suffix in (".safetensors", ".json", ".md")],
+    suffixes = (".safetensors", ".json", ".md", "-learning-curve.png")
+    refuse_existing([out / f"{args.name}{suffix}" for suffix in suffixes],
                     args.overwrite,
                     "choose another --out or --name")
     settings = CardSettings(
@@ -111,7 +122,9 @@ def run(args) -> int:
         dft_validation_method=args.dft_validation_method, dft_validation_command=args.dft_validation_command,
         mace_baseline=args.mace_baseline, mace_row=args.mace_row,
         mace_baseline_command=args.mace_baseline_command,
-        discovery=args.discovery, discovery_command=args.discovery_command)
+        discovery=args.discovery, discovery_command=args.discovery_command, label_noise=args.label_noise,
+        label_noise_command=args.label_noise_command, label_floor=args.label_floor,
+        label_floor_command=args.label_floor_command)
     data = make_model_card(args.run_dir, out, settings)
     summary = {k: data[k] for k in ("name", "n_parameters")} | {"test": data["test"]["metrics"]}
     print(json.dumps(summary, indent=1, default=str))

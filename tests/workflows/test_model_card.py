@@ -200,7 +200,8 @@ def _card(capsys, *argv):
 @pytest.mark.slow
 def test_mlip_card_writes_the_card_of_a_training_run(tmp_path, capsys, monkeypatch):
     """``mlip card`` ships the run's weights, measures them and writes NAME.json and NAME.md, the Markdown
-    being the rendering of the JSON; it refuses to replace them without --overwrite."""
+    being the rendering of the JSON, with the error budget it is given and the learning curve over every
+    stage, plotted beside them; it refuses to replace them without --overwrite."""
     from ase.io import write
 
     from mlip.training.samples import atoms_of
@@ -209,7 +210,9 @@ def test_mlip_card_writes_the_card_of_a_training_run(tmp_path, capsys, monkeypat
     first, last = _run_folder(tmp_path / "stage1", 1.0), _run_folder(tmp_path / "stage2", 3.0)
     write(tmp_path / "test.xyz", [atoms_of(s) for s in generate_emt_dataset(3, seed=5, progress=False)])
     argv = [last, "--name", "eam", "--test", "test.xyz", "--earlier-stages", first, "--train-command",
-            "one", "--train-command", "two", "--sample-n", 3, "--targets", "3", "-", "1", "--out", "cards"]
+            "one", "--train-command", "two", "--sample-n", 3, "--targets", "3", "-", "1", "--out", "cards",
+            "--label-noise", _noise_record(tmp_path), "--label-floor", _floor_record(tmp_path),
+            "--label-floor-command", "python study.py"]
     code, out, err = _card(capsys, *argv)
     assert code == 0, err
     data = json.loads((tmp_path / "cards" / "eam.json").read_text())
@@ -221,6 +224,11 @@ def test_mlip_card_writes_the_card_of_a_training_run(tmp_path, capsys, monkeypat
     assert data["targets"] == {"energy": 3.0, "forces": None, "stress": 1.0}
     assert data["train_command"] == "one\ntwo" and data["training"]["minutes"] == 4.0
     assert [st["run_dir"] for st in data["training"]["stages"]] == ["stage1", "stage2"]
+    assert set(data["error_budget"]) == {"label_noise", "label_floor"}
+    assert data["error_budget"]["label_floor"]["command"] == "python study.py"
+    assert data["learning_curve"]["minutes"] == [0.5, 1.0, 2.5, 4.0]
+    assert data["learning_curve"]["plot"] == "eam-learning-curve.png"
+    assert (tmp_path / "cards" / "eam-learning-curve.png").read_bytes()[:4] == b"\x89PNG"
     assert set(data["speed"]["md_atom_steps_per_s"]) == set(measure.speed_structures("cu-au"))
     before = (tmp_path / "cards" / "eam.json").read_bytes()
     code, _, err = _card(capsys, *argv)
@@ -309,3 +317,156 @@ def test_remeasuring_refuses_a_card_whose_speed_section_was_edited(tmp_path):
     (tmp_path / f"{name}.md").write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match="Speed section is not the rendering"):
         remeasure_speed(tmp_path, name)
+
+
+def _noise_record(tmp_path) -> Path:
+    """A label-noise record as ``noise.py --json`` writes it: two kinds, the surface without a stress."""
+    def kind(n, std, worst, forces, stress):
+        return {"n": n, "energy_std_meV_per_atom": std, "energy_max_meV_per_atom": worst,
+                "forces_mae_meV_per_A": forces, "stress_mae_GPa": stress}
+
+    path = tmp_path / "noise.json"
+    path.write_text(json.dumps({"command": "python noise.py --json noise.json", "n_compared": 3,
+                                "kinds": {"crystal": kind(2, 35.8, 37.0, 16.04, 0.672),
+                                          "surface": kind(1, 2.28, 5.16, 50.02, None)}, "rows": []}))
+    return path
+
+
+def _floor_record(tmp_path, chosen="g8") -> Path:
+    """A k-point study as ``kpoint_convergence.py report`` writes it: the reference g8 checked against g10
+    on two structures; the chosen rule's worst errors per kind against the reference."""
+    rules = {name: {"density": density, "gamma_centred": True, "even": False}
+             for name, density in (("g2.5", 2.5), ("g8", 8.0), ("g10", 10.0))}
+    rows = [{"structure": "a", "config_type": "crystal", "dE_meV_per_atom": -0.453,
+             "force_mae_meV_per_A": 1e-6,
+             "force_max_meV_per_A": 2e-6, "stress_mae_GPa": 0.0202},
+            {"structure": "b", "config_type": "surface", "dE_meV_per_atom": 0.1, "force_mae_meV_per_A": 0.7,
+             "force_max_meV_per_A": 1.0, "stress_mae_GPa": None}]
+    worst = {"crystal": {"n": 1, "energy_meV_per_atom": 18.3, "forces_meV_per_A": 0.0, "stress_GPa": 0.75}}
+    path = tmp_path / "study.json"
+    denser = {"rule": "g10", **rules.pop("g10"), "rows": rows}  # described in its check, not among the rules
+    path.write_text(json.dumps({"reference": "g8", "rules": rules, "chosen": chosen,
+                                "reference_against_denser": denser,
+                                "policies": [{"policy": "g2.5", "kinds": worst}]}))
+    return path
+
+
+def _shipped_card(name="equiformer_v3-sige") -> dict:
+    return json.loads((Path(mlip.models.__file__).parent / "pretrained" / f"{name}.json").read_text())
+
+
+def test_the_error_budget_sets_the_test_errors_beside_the_label_noise_and_floor(tmp_path):
+    """--label-noise and --label-floor: one row per kind of structure, the model's test errors beside v1's
+    label noise of that kind (— where a kind has no comparison or no stress), and the k-point rule's
+    residual against a denser mesh, worst over the structures checked; each record's command."""
+    data = _shipped_card()
+    data["test"]["by_config_type"] = {
+        "crystal": {"n": 15, "energy_mae_meV_per_atom": 37.5, "forces_mae_meV_per_A": 15.8},
+        "cluster": {"n": 8, "energy_mae_meV_per_atom": 29.3, "forces_mae_meV_per_A": 189.0}}
+    floor = quotes.quote_label_floor(_floor_record(tmp_path), "python study.py")
+    data["error_budget"] = {"label_noise": quotes.quote_label_noise(_noise_record(tmp_path), None),
+                            "label_floor": floor}
+    text = format_model_card(data)
+    section = text[text.index("## Error budget"):]
+    section = section[: section.index("\n## ", 1)]
+    assert "| crystal | 15 | 37.5 | 15.8 | 2 | 35.8 / 37.0 | 16.0 | 0.67 |" in section
+    assert "| cluster | 8 | 29.3 | 189.0 | — | — | — | — |" in section
+    assert "| surface | 0 | — | — | 1 | 2.28 / 5.16 | 50.0 | — |" in section  # compared, not tested
+    flat = " ".join(section.split())
+    assert "`python noise.py --json noise.json`" in flat and "(3 structures," in flat
+    assert ("rule `g8` (Γ-centred mesh, density 8 Å⁻¹). Its residual against a denser mesh, `g10` "
+            "(Γ-centred mesh, density 10 Å⁻¹), on 2 structure(s) (crystal, surface): |ΔE| up to 0.45 "
+            "meV/atom, force MAE up to 0.70 meV/Å, stress MAE up to 0.02 GPa. By `python study.py`.") in flat
+    assert text.index("## Test errors") < text.index("## Error budget") < text.index("## Speed")
+    cheaper = quotes.quote_label_floor(_floor_record(tmp_path, chosen="g2.5"), "python study.py")
+    flat = " ".join(markdown.error_budget_section({**data, "error_budget": {"label_floor": cheaper}}))
+    assert "The study's reference `g8` (Γ-centred mesh, density 8 Å⁻¹) has a residual" in flat
+    assert "worst per kind (ΔE meV/atom / force meV/Å / stress GPa): crystal 18.3 / 0.00 / 0.75." in flat
+    assert markdown.error_budget_section(_shipped_card()) == []
+
+
+@pytest.mark.parametrize("option, content, message", [
+    ("--label-noise", None, "does not exist"),
+    ("--label-noise", "{not json", "is not JSON"),
+    ("--label-noise", '{"command": "c", "rows": []}', "has no 'kinds'"),
+    ("--label-noise", '{"kinds": {"crystal": {"n": 1}}}', "kind 'crystal' has no energy_std_meV_per_atom"),
+    ("--label-noise", '{"kinds": {}}', "names no command: give --label-noise-command"),
+    ("--label-floor", '{"reference": "g8"}', "has no 'reference_against_denser'"),
+    ("--label-floor", '{"reference_against_denser": {"rows": []}}', "give --label-floor-command"),
+])
+def test_a_bad_error_budget_record_is_refused_in_one_line(tmp_path, capsys, option, content, message):
+    from ase.io import write
+
+    from mlip.training.samples import atoms_of
+
+    run = _run_folder(tmp_path / "run", 1.0)
+    write(tmp_path / "test.xyz", [atoms_of(s) for s in generate_emt_dataset(1, seed=5, progress=False)])
+    record = tmp_path / "record.json"
+    if content is not None:
+        record.write_text(content)
+    code, _, err = _card(capsys, run, "--name", "eam", "--test", tmp_path / "test.xyz", "--train-command",
+                         "one", "--out", tmp_path / "cards", option, record)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("mlip: error: "), err
+    assert str(record) in lines[0] and message in lines[0], err
+    assert not (tmp_path / "cards").exists() or not any((tmp_path / "cards").iterdir())
+
+
+def _history(*records):
+    return [dict({"valid_energy_mae_meV_per_atom": 10.0 / k, "valid_forces_mae_meV_per_A": 100.0 / k}, **r)
+            for k, r in enumerate(records, 1)]
+
+
+def test_the_learning_curve_runs_over_every_stage_to_the_stopping_point(tmp_path, monkeypatch):
+    """Per epoch over all stages: stage, epoch and the minutes of all stages so far, the validation energy
+    and force MAE; the stop (stage, epoch, minutes, reason from the plateau rule's ``stopped``); its plot,
+    or without matplotlib the reason there is none."""
+    import sys
+
+    from mlip.workflows.model_card import curve
+
+    first, last = _run_folder(tmp_path / "stage1", 2.0), _run_folder(tmp_path / "stage2", 3.0)
+    (first / "metrics.json").write_text(json.dumps(_history({"minutes": 1.0}, {"minutes": 2.0})))
+    (last / "metrics.json").write_text(json.dumps(_history(
+        {"minutes": 1.0}, {"minutes": 2.5}, {"minutes": 3.0, "stopped": "plateau at epoch 2, decay done"})))
+    data = curve.learning_curve([first, last])
+    assert data["stage"] == [1, 1, 2, 2, 2] and data["epoch"] == [1, 2, 3, 4, 5]
+    assert data["minutes"] == [1.0, 2.0, 3.0, 4.5, 5.0]
+    assert data["valid_forces_mae_meV_per_A"] == [100.0, 50.0, 100.0, 50.0, pytest.approx(100 / 3)]
+    assert data["stopped"] == {"stage": 2, "epoch": 5, "minutes": 5.0,
+                               "reason": "plateau at epoch 2, decay done"}
+    png = tmp_path / "eam-learning-curve.png"
+    assert curve.plot_learning_curve(data, png, "eam") is None
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    card = dict(_shipped_card(), name="eam", learning_curve=dict(data, plot=png.name))
+    flat = " ".join(format_model_card(card).split())
+    assert "![learning curve of eam](eam-learning-curve.png)" in flat
+    assert ("Stopped after epoch 5 (stage 2) at 5.0 min: plateau at epoch 2, decay done. Validation MAE at "
+            "the first and last epochs: energy 10.0 → 3.33 meV/atom, forces 100.0 → 33.3 meV/Å.") in flat
+    assert "per epoch are in the training run's `metrics.json`" not in flat
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    png.unlink()
+    not_made = curve.plot_learning_curve(data, png, "eam")
+    assert "matplotlib is not installed" in not_made and "mlip-torch[plot]" in not_made and not png.exists()
+    card["learning_curve"] = dict(data, plot_not_made=not_made)
+    assert f"(No plot: {not_made}.)" in format_model_card(card)
+
+
+@pytest.mark.parametrize("minutes, epochs, reason", [
+    ([1.0, 2.0, 3.0, 4.0], 4, "all 4 epochs of its config run"),  # the config of the weights: 4 epochs
+    ([12.0, 24.0], 2, "its wall-clock budget max_minutes 20 spent"),  # ... and 20 minutes
+    ([1.0, 2.0], 2, None),
+])
+def test_a_stop_without_the_plateau_rule_is_told_by_the_config(tmp_path, minutes, epochs, reason):
+    from mlip.workflows.model_card import curve
+
+    run = _run_folder(tmp_path / "run", 1.0)
+    (run / "metrics.json").write_text(json.dumps([{"minutes": m} for m in minutes]))
+    data = curve.learning_curve([run])
+    assert data["stopped"] == {"stage": 1, "epoch": epochs, "minutes": minutes[-1], "reason": reason}
+    assert data["valid_energy_mae_meV_per_atom"] == [None] * epochs
+    card = dict(_shipped_card(), learning_curve=dict(data, plot="x.png"))
+    text = " ".join(format_model_card(card).split())
+    assert f"at {minutes[-1]:.1f} min: {reason or 'no reason recorded'}" in text
+    assert "energy — → — meV/atom" in text

@@ -15,6 +15,11 @@ lists every stage and the total training time. One module per part:
   (``benchmarks/accuracy/dft_validation.py``), MACE trained on the same data for the same minutes
   (``benchmarks/accuracy/mace_baseline.py``), a distilled student against its teacher
   (``benchmarks/accuracy/student_vs_teacher.py``); the miniature Matbench Discovery's metrics.
+  The error budget: the label noise of the data's first version against its second
+  (``examples/datasets/sige-pbe/v2/noise.py --json``) and the residual of the k-point rule of the labels
+  (``benchmarks/data/kpoint_convergence.py report``), beside the test errors per ``config_type``.
+* :mod:`.curve`: the learning curve over every stage (validation MAE per epoch against the minutes of all
+  stages), where and why the training stopped, and its plot ``NAME-learning-curve.png``.
 * :mod:`.markdown`: the card as Markdown, from the JSON (:func:`format_model_card`).
 * :mod:`.make`: the settings and :func:`make_model_card`.
 

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
+from mlip.workflows.model_card.curve import learning_curve, plot_learning_curve
 from mlip.workflows.model_card.markdown import EMT_TEST, format_model_card, speed_section
 from mlip.workflows.model_card.measure import (
     KEYS,
@@ -31,6 +32,8 @@ from mlip.workflows.model_card.measure import (
 )
 from mlip.workflows.model_card.quotes import (
     quote_dft_validation,
+    quote_label_floor,
+    quote_label_noise,
     quote_mace_baseline,
     quote_student_vs_teacher,
 )
@@ -81,6 +84,12 @@ class CardSettings:
         discovery: ``metrics.json`` of this model's miniature Matbench Discovery
             (``examples/discovery_emt.py``).
         discovery_command: the command that wrote it.
+        label_noise: the error budget's label noise: the record of
+            ``examples/datasets/sige-pbe/v2/noise.py --json`` (the data's first version against its second).
+        label_noise_command: the command that wrote it (default: the record's own).
+        label_floor: the error budget's residual of the labels' k-point rule: the record of
+            ``benchmarks/data/kpoint_convergence.py report`` (its reference against a denser mesh).
+        label_floor_command: the command that wrote it (needed: the study's record names none).
     """
 
     name: str
@@ -112,6 +121,10 @@ class CardSettings:
     mace_baseline_command: str = "benchmarks/accuracy/mace_baseline.py"
     discovery: Optional[PathLike] = None
     discovery_command: Optional[str] = None
+    label_noise: Optional[PathLike] = None
+    label_noise_command: Optional[str] = None
+    label_floor: Optional[PathLike] = None
+    label_floor_command: Optional[str] = None
 
 
 def _check(run_dir: Path, settings: CardSettings) -> List[Path]:
@@ -154,6 +167,13 @@ def _quotes(settings: CardSettings) -> dict:
             "command": settings.discovery_command
             or f"python examples/discovery_emt.py -n {d['n_materials']} --model {settings.name}",
             "n_materials": d["n_materials"], "metrics": d["full_test_set"], "rmsd_A": d["rmsd"]}
+    budget = {}
+    if settings.label_noise:
+        budget["label_noise"] = quote_label_noise(Path(settings.label_noise), settings.label_noise_command)
+    if settings.label_floor:
+        budget["label_floor"] = quote_label_floor(Path(settings.label_floor), settings.label_floor_command)
+    if budget:
+        quoted["error_budget"] = budget
     return quoted
 
 
@@ -161,12 +181,13 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
                     root: PathLike = ".") -> dict:
     """Ship the best weights of ``run_dir`` (the ``out_dir`` of ``mlip train``) as
     ``out_dir/NAME.safetensors``, measure them and write the card: ``NAME.json`` (every number) and
-    ``NAME.md``. ``root``: the repository, against which ``settings.card_sample`` is read.
+    ``NAME.md``, and the plot of the learning curve, ``NAME-learning-curve.png`` (not made, and the card
+    says so, without matplotlib). ``root``: the repository, against which ``settings.card_sample`` is read.
 
     Measured: test errors (float64) overall and per ``config_type``; the card sample (the test suite
     checks that the shipped model still reproduces it); rotation behaviour; the network's share beside an
-    embedded-atom term; MD-step speed (float32, CPU); training throughput and every stage. Returns the
-    card's dictionary (what ``NAME.json`` holds)."""
+    embedded-atom term; MD-step speed (float32, CPU); training throughput, every stage and the learning
+    curve over all of them. Returns the card's dictionary (what ``NAME.json`` holds)."""
     from mlip.checkpoint import load_potential, read_header, save_with_hyperparameters
     from mlip.data import read_dataset
     from mlip.data.emt import resolve_counts
@@ -254,12 +275,20 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
         data["teacher"] = quoted["teacher"]
         if quoted["student_discovery"]:
             data["mini_discovery"] = quoted["student_discovery"]
-    for key in ("dft_validation", "mace"):
+    for key in ("dft_validation", "mace", "error_budget"):
         if key in quoted:
             data[key] = quoted[key]
     data.update(shipped_as)
     if "mini_discovery" in quoted:
         data["mini_discovery"] = quoted["mini_discovery"]
+    data["learning_curve"] = learning_curve(stage_dirs)
+    plot = out / f"{settings.name}-learning-curve.png"
+    not_made = plot_learning_curve(data["learning_curve"], plot, settings.name)
+    if not_made:
+        plot.unlink(missing_ok=True)  # an earlier card's plot is not this card's
+        data["learning_curve"]["plot_not_made"] = not_made
+    else:
+        data["learning_curve"]["plot"] = plot.name
     write_json(out / f"{settings.name}.json", data)
     write_text(out / f"{settings.name}.md", format_model_card(data))
     return data

@@ -1,6 +1,6 @@
 """A model card as Markdown, from the dictionary that :func:`mlip.workflows.model_card.make_model_card`
-measures (and writes as JSON beside it): use, domain, test errors, rotations, card sample, the quoted
-benchmarks, speed, model and training."""
+measures (and writes as JSON beside it): use, domain, test errors, rotations, card sample, the error budget,
+the quoted benchmarks, speed, model and training with its learning curve."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ def wrap(text: str, width: int = 100) -> list:
 def fmt(value: float) -> str:
     """An error for a table: one decimal from 10 up, two below."""
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def fmt_or_dash(value) -> str:
+    """:func:`fmt`, or ``—`` for a number that is not there."""
+    return "—" if value is None else fmt(value)
 
 
 def _throughput_by_model(stages: list, n_train: int) -> str:
@@ -233,6 +238,83 @@ def _measured_section(data: dict) -> list:
     return lines
 
 
+def _rule(floor: dict, name: str | None) -> str:
+    """A k-point rule of a quoted study in words: ``g8`` (Γ-centred mesh, density 8 Å⁻¹)."""
+    rule = floor["rules"].get(name)
+    if rule is None:
+        return f"`{name}`"
+    mesh = "Γ-centred" if rule["gamma_centred"] else "shifted even" if rule.get("even") else "shifted"
+    return f"`{name}` ({mesh} mesh, density {rule['density']:g} Å⁻¹)"
+
+
+def _floor_lines(floor: dict) -> list:
+    """The error budget's paragraph on the second version's labels: the study's reference against a denser
+    mesh (worst over the structures checked) and, when the chosen rule is not the reference, the rule's
+    worst errors against it."""
+    rows = floor["rows"]
+
+    def worst(key):
+        values = [abs(r[key]) for r in rows if r[key] is not None]
+        return fmt_or_dash(max(values) if values else None)
+
+    chosen, reference = floor["rule"], floor["reference"]
+    if chosen is None:
+        text = "The k-point study chose no rule (none met its targets on every kind). "
+    else:
+        text = f"The second version's labels (v2) use the study's rule {_rule(floor, chosen)}. "
+    kinds = sorted({r["config_type"] for r in rows})
+    whose = "Its" if chosen == reference else f"The study's reference {_rule(floor, reference)} has a"
+    text += (f"{whose} residual against a denser mesh, {_rule(floor, floor['denser'])}, on {len(rows)} "
+             "structure(s)"
+             + (f" ({', '.join(kinds)})" if kinds else "") + f": |ΔE| up to {worst('dE_meV_per_atom')} "
+             f"meV/atom, force MAE up to {worst('force_mae_meV_per_A')} meV/Å, stress MAE up to "
+             f"{worst('stress_mae_GPa')} GPa")
+    against = floor.get("rule_against_reference")
+    if against:
+        text += ("; the rule against the reference, worst per kind (ΔE meV/atom / force meV/Å / stress GPa): "
+                 + ", ".join(f"{kind} {fmt_or_dash(c['energy_meV_per_atom'])} / "
+                             f"{fmt_or_dash(c['forces_meV_per_A'])} / {fmt_or_dash(c['stress_GPa'])}"
+                             for kind, c in sorted(against.items())))
+    return wrap(text + f". By `{floor['command']}`.")
+
+
+def error_budget_section(data: dict) -> list:
+    """The card's "Error budget" section (Markdown lines): the model's test errors per kind of structure
+    beside the label noise of the data's first version, and the residual of the second version's k-point
+    rule; [] without an ``error_budget`` entry."""
+    budget = data.get("error_budget")
+    if not budget:
+        return []
+    lines = ["## Error budget", ""]
+    noise, floor = budget.get("label_noise"), budget.get("label_floor")
+    if noise:
+        tested = data["test"]["by_config_type"]
+        lines += [*wrap("What the labels leave to a model: the test errors per kind of structure beside the "
+                        "label noise of the data's first version (v1), the same structures labelled on v1's "
+                        "k-point mesh and on the second version's, a constant per element removed from the "
+                        f"energies ({noise['n_compared']} structures, by `{noise['command']}`); noise in the "
+                        "training labels is error no model can learn away. — where a kind has no "
+                        "comparison or no test structure."), "",
+                  "| config_type | test structures | test energy MAE (meV/atom) | test force MAE (meV/Å) "
+                  "| v1 noise: compared | ΔE std / max (meV/atom) | force MAE (meV/Å) | stress MAE (GPa) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for kind in sorted(set(tested) | set(noise["kinds"])):
+            t, n = tested.get(kind, {}), noise["kinds"].get(kind)
+            test_cells = f"{t.get('n', 0)} | {fmt_or_dash(t.get(KEYS['energy']))} | " \
+                         f"{fmt_or_dash(t.get(KEYS['forces']))}"
+            noise_cells = "— | — | — | —" if n is None else (
+                f"{n['n']} | {fmt_or_dash(n['energy_std_meV_per_atom'])} / "
+                f"{fmt_or_dash(n['energy_max_meV_per_atom'])} | {fmt_or_dash(n['forces_mae_meV_per_A'])} | "
+                f"{fmt_or_dash(n['stress_mae_GPa'])}")
+            lines.append(f"| {kind} | {test_cells} | {noise_cells} |")
+        lines.append("")
+    if floor:
+        lines += _floor_lines(floor) + [""]
+    if data.get("learning_curve"):
+        lines += ["The learning curve to the stopping point is under Training.", ""]
+    return lines
+
+
 def discovery_section(d: dict | None) -> list:
     """The card's "Miniature Matbench Discovery" section (Markdown lines); [] without its metrics."""
     if not d:
@@ -364,18 +446,47 @@ def _training_section(data: dict) -> list:
         f"{cfg['dtype']}, rotation augmentation {'on' if cfg.get('augment_rotations') else 'off'}, "
         f"wall-clock budget {cfg.get('max_minutes')} min. Best epoch by validation loss: {tr['best_epoch']}.",
         "",
+    ]
+    if data.get("learning_curve"):
+        return lines + curve_lines(data) + [
+            f"The numbers of this card are in `{data['name']}.json` beside it, measured by "
+            "`benchmarks/model_card.py`.", ""]
+    return lines + [
         "Validation errors per epoch are in the training run's `metrics.json`; the numbers of this card are "
         "in",
         f"`{data['name']}.json` beside it, measured by `benchmarks/model_card.py`.",
         "",
     ]
-    return lines
+
+
+def curve_lines(data: dict) -> list:
+    """The learning curve's paragraph of the Training section: its plot (or why there is none) and where
+    and why the training stopped, with the validation errors of the first and last epochs."""
+    curve = data["learning_curve"]
+    stop = curve["stopped"]
+    energy, forces = (curve[f"valid_{KEYS[q]}"] for q in ("energy", "forces"))
+    plot = (f"![learning curve of {data['name']}]({curve['plot']})" if curve.get("plot")
+            else f"(No plot: {curve.get('plot_not_made', 'not made')}.)")
+    reason = stop["reason"] or "no reason recorded (stopped from outside the run)"
+    return [
+        *wrap("Learning curve: the validation MAE of every epoch of every stage against the minutes of all "
+              f"stages (per epoch in `{data['name']}.json`, `learning_curve`):"),
+        "",
+        plot,
+        "",
+        *wrap(f"Stopped after epoch {stop['epoch']} (stage {stop['stage']}) at {stop['minutes']:.1f} min: "
+              f"{reason}. Validation MAE at the first and last epochs: energy {fmt_or_dash(energy[0])} → "
+              f"{fmt_or_dash(energy[-1])} meV/atom, forces {fmt_or_dash(forces[0])} → "
+              f"{fmt_or_dash(forces[-1])} meV/Å."),
+        "",
+    ]
 
 
 def format_model_card(data: dict) -> str:
     """The Markdown card of ``data`` (a card's JSON), without a final newline: the measured sections, then
     the quoted benchmarks, speed, model and training."""
-    lines = _errors_section(data) + _measured_section(data) + discovery_section(data.get("mini_discovery"))
+    lines = _errors_section(data) + _measured_section(data) + error_budget_section(data)
+    lines += discovery_section(data.get("mini_discovery"))
     lines += teacher_section(data.get("teacher"))
     lines += dft_section(data.get("dft_validation"))
     lines += mace_section(data.get("mace"))

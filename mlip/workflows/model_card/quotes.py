@@ -1,7 +1,9 @@
 """What a model card quotes from the benchmark reports of its model: the crystal properties against DFT
 (``benchmarks/accuracy/dft_validation.py``), the comparison with MACE trained alike
 (``benchmarks/accuracy/mace_baseline.py``) and, for a distilled student, the comparison with its teacher
-(``benchmarks/accuracy/student_vs_teacher.py``).
+(``benchmarks/accuracy/student_vs_teacher.py``); the error budget's label noise of the data's first version
+(``examples/datasets/sige-pbe/v2/noise.py --json``) and the residual of its second version's k-point rule
+(``benchmarks/data/kpoint_convergence.py report``).
 
 Each ``quote_*`` reads the report as its script writes it and returns the card's entry; a report that does
 not name this model raises ``ValueError`` naming what it holds.
@@ -118,3 +120,75 @@ def quote_student_vs_teacher(path: Path, command: str, teacher_name: str) -> tup
                      "candidates": f"decorating prototypes over {len(bench['systems'])} systems",
                      "hull": "teacher's hull"}
     return teacher, discovery
+
+
+#: the numbers of each config_type in a label-noise record (``noise.py --json``'s ``kinds``)
+NOISE_KEYS = ("n", "energy_std_meV_per_atom", "energy_max_meV_per_atom", "forces_mae_meV_per_A",
+              "stress_mae_GPa")
+#: the numbers of each structure of a k-point study's check of its reference against a denser mesh
+FLOOR_KEYS = ("dE_meV_per_atom", "force_mae_meV_per_A", "stress_mae_GPa")
+
+
+def _record(path: Path, what: str, key: str, maker: str) -> dict:
+    """The JSON object in ``path`` that has ``key``; ``ValueError`` naming the file and ``what`` it should
+    be (made by ``maker``) otherwise."""
+    if not path.is_file():
+        raise ValueError(f"{what} file {str(path)!r} does not exist")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{what} file {str(path)!r} is not JSON ({err})") from None
+    if not isinstance(record, dict) or key not in record:
+        raise ValueError(f"{what} file {str(path)!r} has no {key!r}: not a record of {maker}")
+    return record
+
+
+def quote_label_noise(path: Path, command: str | None) -> dict:
+    """The error budget's ``label_noise`` entry from the record of ``noise.py --json``: the data's first
+    version against its second on the same structures, per ``config_type`` (:data:`NOISE_KEYS`). ``command``:
+    the command that wrote it (default: the record's own)."""
+    maker = "examples/datasets/sige-pbe/v2/noise.py --json"
+    record = _record(path, "label-noise", "kinds", maker)
+    for kind, row in record["kinds"].items():
+        missing = [k for k in NOISE_KEYS if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise ValueError(f"label-noise file {str(path)!r}: kind {kind!r} has no {', '.join(missing)}")
+    command = command or record.get("command")
+    if not command:
+        raise ValueError(f"label-noise file {str(path)!r} names no command: give --label-noise-command")
+    return {"command": command, "n_compared": record.get("n_compared"),
+            "kinds": {kind: {k: row[k] for k in NOISE_KEYS} for kind, row in record["kinds"].items()}}
+
+
+def quote_label_floor(path: Path, command: str | None) -> dict:
+    """The error budget's ``label_floor`` entry from a k-point study (``kpoint_convergence.py report``):
+    the chosen rule (the second version's labels), the study's reference, and the reference against a
+    denser mesh per structure (:data:`FLOOR_KEYS`); when the chosen rule is not the reference, also its
+    worst errors per ``config_type`` against the reference. ``command``: the command that wrote it (default:
+    the record's own; the study's report names none)."""
+    maker = "benchmarks/data/kpoint_convergence.py report"
+    study = _record(path, "label-floor", "reference_against_denser", maker)
+    denser = study["reference_against_denser"]
+    rows = denser.get("rows") if isinstance(denser, dict) else None
+    if not isinstance(rows, list) or any(not isinstance(r, dict) or "config_type" not in r
+                                         or any(k not in r for k in FLOOR_KEYS) for r in rows):
+        raise ValueError(f"label-floor file {str(path)!r}: reference_against_denser has no rows of "
+                         f"config_type, {', '.join(FLOOR_KEYS)}")
+    command = command or study.get("command")
+    if not command:
+        raise ValueError(f"label-floor file {str(path)!r} names no command: give --label-floor-command")
+    rules = dict(study.get("rules", {}))
+    if "density" in denser:  # the denser rule is described in its check, not among the study's rules
+        rules.setdefault(denser.get("rule"), {k: denser.get(k) for k in ("density", "gamma_centred", "even")})
+    chosen, reference = study.get("chosen"), study.get("reference")
+    entry = {"command": command, "rule": chosen, "reference": reference,
+             "rules": {name: rules[name] for name in (chosen, reference, denser.get("rule"))
+                       if name in rules},
+             "denser": denser.get("rule"),
+             "rows": [{k: r.get(k) for k in ("structure", "config_type", *FLOOR_KEYS)} for r in rows]}
+    policy = next((p for p in study.get("policies", []) if p.get("policy") == chosen), None)
+    if chosen != reference and policy:
+        entry["rule_against_reference"] = {
+            kind: {k: c.get(k) for k in ("n", "energy_meV_per_atom", "forces_meV_per_A", "stress_GPa")}
+            for kind, c in policy["kinds"].items()}
+    return entry
