@@ -322,6 +322,17 @@ def test_paths_named_in_cards_and_results_exist():
             assert list(ROOT.glob(path)), f"{record.relative_to(ROOT)} names {path}, which is missing"
 
 
+def test_no_card_or_record_holds_a_path_of_the_machine_that_made_it():
+    """Cards, recorded results and committed run folders name files relative to the repository (or to
+    the run's folder), never by an absolute path of the machine that made them."""
+    absolute = re.compile(r"(?<![\w./-])/(?:work|tmp|home|root|Users|mnt|scratch)/[^\s\"']*")
+    records = CARDS + sorted((ROOT / "benchmarks" / "results").glob("*.json")) + sorted(
+        (ROOT / "examples" / "recipes").glob("**/*-run/*.json"))
+    for record in records:
+        found = absolute.findall(record.read_text(encoding="utf-8"))
+        assert not found, f"{record.relative_to(ROOT)} names {found[0]}"
+
+
 @pytest.mark.parametrize("card_path", CARDS, ids=[p.stem for p in CARDS])
 def test_benchmarks_shipped_models_table_matches_the_model_card(card_path):
     """``docs/benchmarks.md``'s table of the shipped models quotes the card's parameters and test MAEs."""
