@@ -281,6 +281,36 @@ def test_a_folder_made_before_the_trust_window_resumes(inputs, tmp_path):
         run(inputs, out, label_budget=0, resume=True, trust_hi=1.0)
 
 
+def test_a_folder_names_its_files_relative_to_itself_and_resumes_where_it_is_moved(inputs, tmp_path):
+    """learn.json holds no path of the machine that made it: its files relative to the run folder, so the
+    folder, moved with them (a clone on another machine), resumes; a folder that recorded them absolutely
+    (before this) still resumes in place."""
+    import shutil
+
+    initial, heldout, config = inputs
+    here = tmp_path / "here"
+    for name, source in (("initial.xyz", initial), ("heldout.xyz", heldout), ("tiny.yaml", config)):
+        (here / "data").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, here / "data" / name)
+    inputs_here = tuple(here / "data" / n for n in ("initial.xyz", "heldout.xyz", "tiny.yaml"))
+    run(inputs_here, here / "run", label_budget=0)
+    record = json.loads((here / "run" / "learn.json").read_text())
+    assert record["initial"] == "../data/initial.xyz" and record["heldout"] == "../data/heldout.xyz"
+    assert str(tmp_path) not in json.dumps(record)
+    there = tmp_path / "elsewhere" / "there"
+    shutil.copytree(here, there)
+    inputs_there = tuple(there / "data" / n for n in ("initial.xyz", "heldout.xyz", "tiny.yaml"))
+    result, lines = run(inputs_there, there / "run", label_budget=0, resume=True)
+    assert result.stopped == "label budget of 0 spent" and "reused" in " ".join(lines)
+    record["initial"], record["heldout"] = str(inputs_there[0]), str(inputs_there[1])  # as once recorded
+    (there / "run" / "learn.json").write_text(json.dumps(record))
+    assert run(inputs_there, there / "run", label_budget=0, resume=True)[0].stopped == "label budget of 0 spent"
+    shutil.copyfile(inputs_there[0], there / "data" / "other.xyz")  # the same data under another name
+    with pytest.raises(ValueError, match="it was made with initial = '../data/initial.xyz', this run gives "
+                                         "'../data/other.xyz'"):
+        run((there / "data" / "other.xyz", *inputs_there[1:]), there / "run", label_budget=0, resume=True)
+
+
 def test_the_oracle_can_label_as_a_command_of_its_own(inputs, tmp_path, capsys):
     # the label stage as "LAUNCHER -m mlip data label ..." (GPAW: "mpiexec -n 2 gpaw python") gives the
     # labels the in-process oracle gives; a failing command stops the loop naming it, in one line

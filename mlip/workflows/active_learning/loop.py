@@ -36,6 +36,7 @@ refused.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,6 +311,29 @@ def _trust(settings: LearnSettings, frames: Sequence) -> Dict[str, Any]:
     return window
 
 
+#: the entries of ``learn.json`` that name files
+PATH_KEYS = ("initial", "heldout", "seeds", "pool", "committee")
+
+
+def _portable(path: Union[str, Path, None], out_dir: Path) -> Optional[str]:
+    """A file named in ``learn.json``, relative to the run folder: the record holds no path of the
+    machine that made it, and a folder moved or cloned with the files it names resumes."""
+    if path is None:
+        return None
+    return os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()).replace(os.sep, "/")
+
+
+def _portable_model(settings: Dict[str, Any], out_dir: Path) -> Dict[str, Any]:
+    """The settings as recorded: a ``model`` that names a config file, relative to the run folder (a
+    shipped model's name stays as it is)."""
+    from mlip.io import jsonable
+
+    model = settings["model"]
+    if os.path.isabs(model) or Path(model).is_file():
+        settings = {**settings, "model": _portable(model, out_dir)}
+    return jsonable(settings)
+
+
 def _check_folder(out_dir: Path, record: Dict[str, Any], resume: bool) -> None:
     """Refuse a folder that holds another run (unless ``resume``) or a resume that changes a setting other
     than :data:`RESUMABLE` (ValueError naming it)."""
@@ -331,6 +355,16 @@ def _check_folder(out_dir: Path, record: Dict[str, Any], resume: bool) -> None:
     # a setting added since the folder was made (trust_lo, trust_hi) was then at its default
     added = {k: v for k, v in jsonable(LearnSettings().to_dict()).items() if k not in recorded["settings"]}
     recorded = {**recorded, "settings": {**added, **recorded["settings"]}}
+    # a folder made before the paths were recorded relative to it names them absolutely
+    for key in PATH_KEYS:
+        value = recorded.get(key)
+        if isinstance(value, list):
+            recorded[key] = [_portable(v, out_dir) if os.path.isabs(v) else v for v in value]
+        elif isinstance(value, str) and os.path.isabs(value):
+            recorded[key] = _portable(value, out_dir)
+    model = recorded["settings"].get("model")
+    if isinstance(model, str) and os.path.isabs(model):
+        recorded["settings"] = {**recorded["settings"], "model": _portable(model, out_dir)}
 
     def fixed(rec):
         return {**rec, "settings": {k: v for k, v in rec["settings"].items() if k not in RESUMABLE}}
@@ -451,13 +485,12 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
     base = student_config(settings.model, symbols)
     TrainConfig.from_dict({**base, "data": {"train": "-"}}, where="committee model")  # a bad config fails now
     record = json_roundtrip({
-        "initial": str(Path(initial).resolve()), "oracle": oracle,
+        "initial": _portable(initial, out_dir), "oracle": oracle,
         "oracle_settings": dict(oracle_settings or {}),
-        "heldout": None if heldout is None else str(Path(heldout).resolve()),
-        "seeds": None if seeds is None else str(Path(seeds).resolve()),
-        "pool": None if pool is None else str(Path(pool).resolve()),
-        "elements": symbols, "model_config": base, "settings": jsonable(settings.to_dict()),
-        "committee": None if committee is None else [str(Path(p).resolve()) for p in committee]})
+        "heldout": _portable(heldout, out_dir), "seeds": _portable(seeds, out_dir),
+        "pool": _portable(pool, out_dir),
+        "elements": symbols, "model_config": base, "settings": _portable_model(settings.to_dict(), out_dir),
+        "committee": None if committee is None else [_portable(p, out_dir) for p in committee]})
     if committee is not None and len(committee) != settings.committee:
         raise ValueError(f"{len(committee)} committee checkpoints given for a committee of "
                          f"{settings.committee}")
