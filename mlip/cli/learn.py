@@ -44,6 +44,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--start-from", nargs="+", default=None, metavar="CHECKPOINT",
                    help="members trained elsewhere to start from, one per member, in place of the first "
                         "training (each must be able to warm-start a member of --model)")
+    p.add_argument("--finetune-from", default=None, metavar="CHECKPOINT",
+                   help="a pre-trained model of --model's architecture from which the first committee is "
+                        "fine-tuned on the initial data, each member from its own seed, instead of random "
+                        "weights (excludes --start-from)")
     p.add_argument("--model", default=d.model,
                    help="a shipped model whose architecture and training settings the members take, or a "
                         "'mlip train' YAML config (default: %(default)s)")
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                        resume=args.resume, progress=not args.no_progress,
                        log=lambda line: print(line, flush=True),
                        command=command_line(), committee=args.start_from,
-                       oracle_launcher=launcher)
+                       oracle_launcher=launcher, finetune_from=args.finetune_from)
     except FolderInUseError as err:
         raise CLIError(f"{err}; wait for it to end or choose another --out-dir") from None
     print(f"committee: {' '.join(str(p) for p in result.committee)}")

@@ -193,6 +193,46 @@ def test_a_loop_can_start_from_members_trained_elsewhere(inputs, tmp_path):
     assert not (tmp_path / "third").exists()
 
 
+def test_the_first_committee_can_be_fine_tuned_from_one_pretrained_model(inputs, tmp_path, capsys):
+    """--finetune-from: every member of iteration 0 starts from the one checkpoint (init_from) with its
+    own seed, so the members differ; the checkpoint is recorded relative to the folder, must fit the
+    model, and excludes --start-from."""
+    from safetensors.numpy import load_file
+
+    first, _ = run(inputs, tmp_path / "first", label_budget=0)
+    pretrained = first.committee[0]
+    lines = []
+    initial, heldout, config = inputs
+    result = learn(initial, "emt", tmp_path / "second", heldout=heldout, finetune_from=pretrained,
+                   settings={**SETTINGS, "model": str(config), "label_budget": 0}, progress=False,
+                   log=lines.append)
+    assert lines[0].startswith("iteration 0 train: 2 members on ") and f"from {pretrained} ->" in lines[0]
+    for k in range(2):
+        member = tmp_path / "second" / "iter-000" / "training" / f"member-{k}"
+        trained = json.loads((member / "config.json").read_text())
+        assert (member / trained["init_from"]).resolve() == pretrained.resolve() and trained["seed"] == k
+    a, b = (load_file(str(p)) for p in result.committee)
+    assert any(not np.array_equal(a[name], b[name]) for name in a)  # fine-tuned apart
+    record = json.loads((tmp_path / "second" / "learn.json").read_text())
+    assert record["finetune_from"] == "../first/iter-000/member-0.safetensors"
+    # a resume must give the same checkpoint; the two ways to start exclude each other; a misfit is refused
+    with pytest.raises(ValueError, match="it was made with finetune_from"):
+        learn(initial, "emt", tmp_path / "second", heldout=heldout, resume=True, progress=False,
+              settings={**SETTINGS, "model": str(config), "label_budget": 0})
+    with pytest.raises(ValueError, match="finetune_from and committee exclude each other"):
+        learn(initial, "emt", tmp_path / "third", finetune_from=pretrained, committee=first.committee,
+              progress=False, settings={**SETTINGS, "model": str(config)})
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({**TINY, "model": {**TINY["model"], "hidden": 4}}))
+    with pytest.raises(ValueError, match="hyperparameters"):
+        learn(initial, "emt", tmp_path / "third", finetune_from=pretrained, progress=False,
+              settings={**SETTINGS, "model": str(other)})
+    assert not (tmp_path / "third").exists()
+    code, _, err = run_cli(capsys, "learn", initial, "--oracle", "emt", "--out-dir", tmp_path / "fourth",
+                           "--model", config, "--finetune-from", pretrained, "--start-from", *first.committee)
+    assert code == 2 and "exclude each other" in err.splitlines()[-1]
+
+
 def candidate_pool(folder):
     """(path, frames): a file of EMT's small set (seed 5) as candidates with ids cand-0, cand-1, ..."""
     pool = folder / "pool.xyz"

@@ -94,12 +94,13 @@ class _Run:
     def __init__(self, out_dir: Path, settings: LearnSettings, labeller, base_config: Dict[str, Any],
                  initial: list, heldout: Optional[list], seeds: list, pool: Optional[list], progress: bool,
                  log: Callable[[str], None], start: Optional[List[Path]] = None,
-                 oracle: Optional[Tuple[str, Dict[str, Any], List[str]]] = None):
+                 oracle: Optional[Tuple[str, Dict[str, Any], List[str]]] = None,
+                 finetune_from: Optional[Path] = None):
         self.out_dir, self.settings, self.labeller = out_dir, settings, labeller
         self.oracle = oracle  # (spec, settings, launcher) where the oracle runs as a command
         self.base_config, self.initial, self.heldout = base_config, initial, heldout
         self.seeds, self.pool, self.progress, self.log = seeds, pool, progress, log
-        self.n, self.start = settings.committee, start
+        self.n, self.start, self.finetune_from = settings.committee, start, finetune_from
 
     def say(self, k: int, stage: str, text: str, t0: Optional[float] = None) -> None:
         took = f" ({(time.perf_counter() - t0) / 60:.2f} min)" if t0 is not None else ""
@@ -116,11 +117,16 @@ class _Run:
             self.say(k, "train", f"{self.n} members copied from {', '.join(map(str, self.start))}")
             return paths
         t0 = time.perf_counter()
-        previous = None if k == 0 else committee_paths(iteration_dir(self.out_dir, k - 1), self.n)
+        if k > 0:
+            previous = committee_paths(iteration_dir(self.out_dir, k - 1), self.n)
+            start = f"the members of iteration {k - 1}"
+        elif self.finetune_from is not None:  # each member from the one pre-trained model, its own seed
+            previous, start = [self.finetune_from] * self.n, str(self.finetune_from)
+        else:
+            previous, start = None, "random weights"
         epochs = self.settings.epochs if k == 0 else self.settings.finetune_epochs
         paths = train_committee(self.base_config, samples, folder, self.n, self.settings.seed, epochs,
                                 previous=previous, progress=self.progress)
-        start = "random weights" if previous is None else f"the members of iteration {k - 1}"
         self.say(k, "train", f"{self.n} members on {len(samples)} structures, {epochs} epochs from {start} "
                              f"-> {folder}/member-*.safetensors", t0)
         return paths
@@ -312,7 +318,7 @@ def _trust(settings: LearnSettings, frames: Sequence) -> Dict[str, Any]:
 
 
 #: the entries of ``learn.json`` that name files
-PATH_KEYS = ("initial", "heldout", "seeds", "pool", "committee")
+PATH_KEYS = ("initial", "heldout", "seeds", "pool", "committee", "finetune_from")
 
 
 def _portable(path: Union[str, Path, None], out_dir: Path) -> Optional[str]:
@@ -434,7 +440,8 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
           settings: Union[LearnSettings, Dict[str, Any], None] = None, resume: bool = False,
           progress: bool = True, log: Callable[[str], None] = print, command: Optional[str] = None,
           committee: Optional[Sequence[Union[str, Path]]] = None,
-          oracle_launcher: Optional[Sequence[str]] = None) -> LearnResult:
+          oracle_launcher: Optional[Sequence[str]] = None,
+          finetune_from: Union[str, Path, None] = None) -> LearnResult:
     """Run (or, with ``resume``, continue) the active-learning loop in ``out_dir`` (module docstring).
 
     Args:
@@ -456,6 +463,10 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
             0's training (each must be able to warm-start a member of ``settings.model``: the same
             architecture, species in the order of the initial data's atomic numbers, cutoff and
             hyperparameters).
+        finetune_from: a pre-trained checkpoint of ``settings.model``'s architecture from which iteration
+            0 fine-tunes every member (``settings.epochs`` on the initial data, each from its own seed:
+            its order of the data and its validation part), instead of training from random weights: a
+            committee of a model too costly to train from scratch N times. Excludes ``committee``.
         oracle_launcher: a command that starts a Python in which the oracle labels (e.g.
             ``["mpiexec", "-n", "2", "gpaw", "python"]``); the label stage then runs ``mlip data label``
             as it. How the oracle is run, not what it computes: a resumed run may give another.
@@ -491,6 +502,12 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
         "pool": _portable(pool, out_dir),
         "elements": symbols, "model_config": base, "settings": _portable_model(settings.to_dict(), out_dir),
         "committee": None if committee is None else [_portable(p, out_dir) for p in committee]})
+    if finetune_from is not None:  # recorded only when given: folders made before it still resume
+        record["finetune_from"] = _portable(finetune_from, out_dir)
+        if committee is not None:
+            raise ValueError("finetune_from and committee exclude each other: the first committee is either "
+                             "fine-tuned from one checkpoint or given")
+        check_adoptable(base, [finetune_from])
     if committee is not None and len(committee) != settings.committee:
         raise ValueError(f"{len(committee)} committee checkpoints given for a committee of "
                          f"{settings.committee}")
@@ -502,7 +519,8 @@ def learn(initial: Union[str, Path], oracle: str = "emt", out_dir: Union[str, Pa
         run = _Run(out_dir, settings, lab, base, initial_samples, heldout_samples, seed_frames, pool_frames,
                    progress, log, None if committee is None else [Path(p) for p in committee],
                    None if not oracle_launcher else (oracle, dict(oracle_settings or {}),
-                                                     [str(a) for a in oracle_launcher]))
+                                                     [str(a) for a in oracle_launcher]),
+                   None if finetune_from is None else Path(finetune_from))
         return _loop(run)
 
 
