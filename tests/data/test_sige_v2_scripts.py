@@ -133,3 +133,57 @@ def test_noise_compares_v1_with_v2_and_removes_a_constant_per_element(tmp_path):
     # the least-squares constants take a share of the one cell's 20 meV/atom; it stands out alone
     assert max(left, key=lambda k: abs(left[k])) == "strained-00003" and abs(left["strained-00003"]) > 10
     assert set(kinds) == {"alloy", "prototype", "strained"} and kinds["strained"]["n"] == 2
+
+
+def test_learn_seeds_are_small_cells_of_every_kind_and_the_path(additions):
+    """learn_seeds.py: PER_KIND periodic cells of MIN_ATOMS–MAX_ATOMS atoms of each kind (slabs too), and
+    the two paths' ends and middles; the same inputs give the same seeds."""
+    from ase.build import bulk
+
+    with _load("learn_seeds.py") as module:
+        structures = []
+        for kind in module.KINDS:
+            for k, n in enumerate((4, 8, 16, 16, 32)):
+                atoms = bulk("Si", "diamond", a=5.43, cubic=True).repeat((1, 1, max(1, n // 8)))[:n]
+                atoms.info.update(config_type=kind, id=f"{kind}-{k:05d}", extra="dropped")
+                if kind == "surface":
+                    atoms.pbc = (True, True, False)
+                structures.append(atoms)
+        path = additions.transition_path_frames()
+        first, again = module.seeds(structures, path), module.seeds(structures, path)
+        assert [a.info["id"] for a in first] == [a.info["id"] for a in again]
+        kinds = [a.info["config_type"] for a in first]
+        assert kinds == [k for k in module.KINDS for _ in range(module.PER_KIND)] + ["transition_path"] * 6
+        assert all(module.MIN_ATOMS <= len(a) <= module.MAX_ATOMS for a in first[:-6])
+        assert all(set(a.info) == {"id", "config_type"} for a in first)
+        ends = first[-6:]
+        assert [a.get_chemical_symbols()[0] for a in ends] == ["Si"] * 3 + ["Ge"] * 3
+        with pytest.raises(ValueError, match="0 liquid cells of 8-16 atoms"):
+            module.seeds([a for a in structures if a.info["config_type"] != "liquid"], path)
+
+
+def test_what_the_loop_labelled_joins_v2_train_only_from_gpaw_on_the_v2_rule(tmp_path):
+    import json
+
+    from ase.build import bulk
+    from ase.io import write
+
+    with _load("assemble.py") as assemble:
+        run = tmp_path / "run"
+        assert assemble.loop_frames(run) == []  # the loop has not run
+        (run / "iter-001").mkdir(parents=True)
+        (run / "iter-002").mkdir()
+        frames = []
+        for k in range(3):
+            atoms = bulk("Si", "diamond", a=5.43 + 0.01 * k)
+            atoms.info.update(id=f"explore-{k}", config_type="explore_md", REF_energy=-10.0 - k)
+            frames.append(atoms)
+        write(run / "iter-002" / "labelled.xyz", frames[2:])
+        write(run / "iter-001" / "labelled.xyz", frames[:2])
+        record = {"oracle": "gpaw", "oracle_settings": {"kpoint_density_per_inv_A": 8.0}}
+        (run / "learn.json").write_text(json.dumps(record))
+        assert [a.info["id"] for a in assemble.loop_frames(run)] == ["explore-0", "explore-1", "explore-2"]
+        record["oracle_settings"] = {"kpoint_density_per_inv_A": 2.5}
+        (run / "learn.json").write_text(json.dumps(record))
+        with pytest.raises(SystemExit, match="not GPAW on the v2 rule"):
+            assemble.loop_frames(run)

@@ -6,7 +6,8 @@
 Every periodic structure with a v2 label (``v2/run``) and every structure without a periodic direction
 with its v1 label (Γ is its only k-point under every rule, so its v1 label is its v2 label; plan.py) goes
 into the part of v1's split it was in; the structures v1 does not have (additions.py) are split 80/10/10
-per kind, each MD trajectory or path whole. A v2 model is therefore tested on structures that no v1 or v2
+per kind, each MD trajectory or path whole; what the active-learning loop labelled (``learn.sh``,
+``learn/run/iter-*/labelled.xyz``, GPAW on the v2 rule) goes to train. A v2 model is therefore tested on structures that no v1 or v2
 model trained on, and v1 and v2 models can be compared on the same test structures. A periodic structure
 v1 did not split (its v1 label failed) goes to train and is counted. Rerun it whenever tranches have been
 labelled: the files are rewritten (atomically) from the results alone.
@@ -47,6 +48,28 @@ def additions_parts(additions: List) -> Dict[str, str]:
     return {str(a.info["id"]): part for part, frames in zip(PARTS, parts) for a in frames}
 
 
+def loop_frames(run: Path) -> List:
+    """The frames the active-learning loop in ``run`` (``learn.sh``) has labelled, in iteration order;
+    none when it has not run. SystemExit when its oracle is not GPAW on the v2 rule."""
+    import json
+
+    from ase.io import read
+
+    if not (run / "learn.json").is_file():
+        return []
+    record = json.loads((run / "learn.json").read_text())
+    settings = record.get("oracle_settings", {})
+    if record.get("oracle") != "gpaw" or float(settings.get("kpoint_density_per_inv_A", 0)) != 8.0:
+        sys.exit(f"{run}: its oracle is {record.get('oracle')!r} with {settings}, not GPAW on the v2 rule "
+                 "(kpoint_density_per_inv_A=8.0)")
+    frames = []
+    for path in sorted(run.glob("iter-*/labelled.xyz")):
+        for atoms in read(path, ":"):
+            atoms.info.setdefault("config_type", "active_learning")
+            frames.append(atoms)
+    return frames
+
+
 def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     """Write the v2 files into ``out``; {part: {config_type: frames}}."""
     from ase.io import read, write
@@ -63,6 +86,7 @@ def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
         part_of.update(additions_parts(additions))
         periodic += additions
     v2, _, _ = labelled_frames(periodic, HERE / "run")
+    from_loop = loop_frames(HERE / "learn" / "run")
     gamma_only: List = []
     for part in PARTS:
         for atoms in v1[part]:
@@ -73,10 +97,11 @@ def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     frames = {part: [] for part in PARTS}
     counts: Dict[str, Dict[str, int]] = {part: {} for part in PARTS}
     unsplit = 0
-    for atoms in v2 + gamma_only:
+    loop_ids = {id(atoms) for atoms in from_loop}
+    for atoms in v2 + gamma_only + from_loop:
         part = part_of.get(str(atoms.info["id"]))
         if part is None:
-            part, unsplit = "train", unsplit + 1
+            part, unsplit = "train", unsplit + (id(atoms) not in loop_ids)
         frames[part].append(atoms)
         kind = str(atoms.info.get("config_type"))
         counts[part][kind] = counts[part].get(kind, 0) + 1
@@ -85,8 +110,8 @@ def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     files = [("sige-pbe-v2.xyz", everything)] + [(f"sige-pbe-v2-{p}.xyz", frames[p]) for p in PARTS]
     for name, chunk in files:
         atomic_write(out / name, lambda tmp, chunk=chunk: write(tmp, chunk, format="extxyz"))
-    print(f"v2: {len(v2)} periodic structures labelled, {len(gamma_only)} without periodicity (v1 labels); "
-          f"{unsplit} not in v1's split (to train)")
+    print(f"v2: {len(v2)} periodic structures labelled, {len(gamma_only)} without periodicity (v1 labels), "
+          f"{len(from_loop)} from the active-learning loop (to train); {unsplit} not in v1's split (to train)")
     for part in PARTS:
         n_periodic = sum(bool(a.pbc.any()) for a in frames[part])
         print(f"  {part}: {len(frames[part])} frames, {n_periodic} periodic; "

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The active-learning loop on the real material (issue 57, item 4): a committee of the v2 EquiformerV3,
+# fine-tuned from the v2 pre-training (examples/recipes/equiformer_v3-sige/v2/teacher-run), explores from
+# learn/seeds.xyz (MD at 300, 900 and 1,800 K, relaxations, strained and rattled copies), and GPAW labels
+# on the v2 rule (Γ-centred k-point density 8 Å⁻¹) the frames it is least sure of, a few per iteration,
+# within the DFT budget of issue 55. Its labels join the v2 set (assemble.py). Resumable at every stage:
+# rerun the same command; the folder learn/ is committed as it grows.
+#
+#   NICE=5 bash examples/datasets/sige-pbe/v2/learn.sh      # BUDGET (labels, default 20), RANKS (GPAW, 2)
+#
+# Needs: the v2 files (python examples/datasets/sige-pbe/v2/assemble.py), GPAW (docs/data.md), and the
+# pre-training's best weights. The loop's data are frozen at its start: learn/initial.xyz (the v2
+# training file then) and learn/heldout.xyz (the v2 test file then).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../../.." && pwd)
+cd "$root"
+export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+learn=examples/datasets/sige-pbe/v2/learn
+teacher=${TEACHER:-examples/recipes/equiformer_v3-sige/v2/teacher-run/best.safetensors}
+mkdir -p "$learn"
+for part in train:initial test:heldout; do
+    [ -f "$learn/${part#*:}.xyz" ] || cp "examples/datasets/sige-pbe/work/v2/sige-pbe-v2-${part%%:*}.xyz" \
+        "$learn/${part#*:}.xyz"
+done
+[ -f "$learn/seeds.xyz" ] || python examples/datasets/sige-pbe/v2/learn_seeds.py
+resume=()
+[ -f "$learn/run/learn.json" ] && resume=(--resume)
+nice -n "${NICE:-0}" mlip learn "$learn/initial.xyz" --heldout "$learn/heldout.xyz" --seeds "$learn/seeds.xyz" \
+    --out-dir "$learn/run" --oracle gpaw --setting kpoint_density_per_inv_A=8.0 \
+    --oracle-launcher "mpiexec -n ${RANKS:-2} gpaw python" \
+    --model examples/recipes/equiformer_v3-sige/v2/committee.yaml --finetune-from "$teacher" \
+    --committee 3 --epochs 30 --finetune-epochs 15 --label-budget "${BUDGET:-20}" --per-iteration 5 \
+    --temperatures 300 900 1800 --trust-hi 1.0 --threads 1 --no-progress "${resume[@]}"
