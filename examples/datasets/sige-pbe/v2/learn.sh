@@ -9,8 +9,10 @@
 #   NICE=5 bash examples/datasets/sige-pbe/v2/learn.sh      # BUDGET (labels, default 20), RANKS (GPAW, 2)
 #
 # Needs: the v2 files (python examples/datasets/sige-pbe/v2/assemble.py), GPAW (docs/data.md), and the
-# pre-training's best weights. The loop's data are frozen at its start: learn/initial.xyz (the v2
-# training file then) and learn/heldout.xyz (the v2 test file then).
+# pre-training's best weights. The loop's inputs are frozen at its start: learn/initial.xyz (the v2
+# training file then), learn/heldout.xyz (the v2 test file then) and learn/pretrained.safetensors (the
+# pre-training's best weights then). The members' training folders (iter-*/training/) are not committed:
+# a member stopped mid-training on a fresh clone trains again from the start of its iteration.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
@@ -24,12 +26,14 @@ for part in train:initial test:heldout; do
     [ -f "$learn/${part#*:}.xyz" ] || cp "examples/datasets/sige-pbe/work/v2/sige-pbe-v2-${part%%:*}.xyz" \
         "$learn/${part#*:}.xyz"
 done
+[ -f "$learn/pretrained.safetensors" ] || cp "$teacher" "$learn/pretrained.safetensors"
 [ -f "$learn/seeds.xyz" ] || python examples/datasets/sige-pbe/v2/learn_seeds.py
 resume=()
 [ -f "$learn/run/learn.json" ] && resume=(--resume)
 nice -n "${NICE:-0}" mlip learn "$learn/initial.xyz" --heldout "$learn/heldout.xyz" --seeds "$learn/seeds.xyz" \
     --out-dir "$learn/run" --oracle gpaw --setting kpoint_density_per_inv_A=8.0 \
     --oracle-launcher "mpiexec -n ${RANKS:-2} gpaw python" \
-    --model examples/recipes/equiformer_v3-sige/v2/committee.yaml --finetune-from "$teacher" \
+    --model examples/recipes/equiformer_v3-sige/v2/committee.yaml \
+    --finetune-from "$learn/pretrained.safetensors" \
     --committee 3 --epochs 30 --finetune-epochs 15 --label-budget "${BUDGET:-20}" --per-iteration 5 \
     --temperatures 300 900 1800 --trust-hi 1.0 --threads 1 --no-progress "${resume[@]}"
