@@ -353,7 +353,11 @@ def report(out: str, structures_path: Optional[str], run_dir: Optional[str],
     cost = (lambda p: p["full_set_cpu_hours"]) if v1_seconds else (
         lambda p: float(np.mean([c["cost_vs_v1"] for c in p["kinds"].values()])))
     chosen = min(passing, key=cost)["policy"] if passing else None
-    summary = {"reference": REFERENCE, "rules": {k: asdict(v) for k, v in RULES.items()},
+    command = " ".join(["python benchmarks/data/kpoint_convergence.py report", str(out)]
+                       + ([f"--structures {structures_path}"] if structures_path else [])
+                       + ([f"--run {run_dir}"] if run_dir else [])
+                       + ([f"-o {json_path}"] if json_path else []))
+    summary = {"command": command, "reference": REFERENCE, "rules": {k: asdict(v) for k, v in RULES.items()},
                "targets": TARGETS, "n_results": len(results),
                "n_failed": sum(bool(r.get("failed")) for r in results.values()),
                "structures_with_reference": sum(REFERENCE in r for r in study.values()),
