@@ -21,6 +21,7 @@ from mlip.workflows.model_card.curve import learning_curve, plot_learning_curve
 from mlip.workflows.model_card.markdown import EMT_TEST, format_model_card, speed_section
 from mlip.workflows.model_card.measure import (
     KEYS,
+    MD_CELLS,
     card_sample_of,
     embedded_atom_share,
     errors,
@@ -310,7 +311,7 @@ def remeasure_speed(folder: PathLike, name: str, compile: bool = False, repeats:
     if old_section not in text:
         raise ValueError(f"{text_path}: its Speed section is not the rendering of {card.name}'s numbers")
     labels = list(data["speed"]["md_atom_steps_per_s"])
-    kinds = [kind for kind in ("cu-au", "si-ge") if list(speed_structures(kind)) == labels]
+    kinds = [kind for kind in MD_CELLS if list(speed_structures(kind)) == labels]
     if not kinds:
         raise ValueError(f"{card}: its speed cells {labels} are none of the cards' cells")
     structures = speed_structures(kinds[0])

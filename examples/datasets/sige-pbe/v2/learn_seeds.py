@@ -16,6 +16,7 @@ drawn with a fixed seed, and for the path its ends and middle for each element. 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 from typing import List
 
@@ -64,9 +65,7 @@ def main(argv=None) -> None:
     frames = seeds(read(SET / "sige-structures.xyz", ":"), read(HERE / "additions.xyz", ":"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(args.out, lambda tmp: write(tmp, frames, format="extxyz"))
-    kinds = {}
-    for atoms in frames:
-        kinds[atoms.info["config_type"]] = kinds.get(atoms.info["config_type"], 0) + 1
+    kinds = Counter(atoms.info["config_type"] for atoms in frames)
     print(f"{args.out}: {len(frames)} seeds, {dict(kinds)}, {sum(len(a) for a in frames)} atoms")
 
 
