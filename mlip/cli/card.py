@@ -50,8 +50,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--reference", default="EMT",
                    help="what the model imitates (the tests compare an EMT model with ASE's EMT)")
     p.add_argument("--domain", default=None, help="the domain-of-validity paragraph (default: EMT's)")
-    p.add_argument("--targets", nargs=3, default=["3", "20", "3"], metavar=("E", "F", "S"),
-                   help="test MAE targets in meV/atom, meV/Å, meV/Å³ ('-' for none)")
+    p.add_argument("--targets", nargs=3, default=None, metavar=("E", "F", "S"),
+                   help="test MAE targets in meV/atom, meV/Å, meV/Å³ ('-' for none; default 3 20 3)")
+    p.add_argument("--targets-file", default=None, metavar="FILE",
+                   help="the model's targets as JSON (test errors, near-equilibrium forces, crystal "
+                        "properties, phonons, κ; mlip.workflows.model_card.targets): the card opens with "
+                        "each met or missed")
     p.add_argument("--test-description", default=EMT_TEST, help="how the test set was drawn")
     p.add_argument("--card-sample", default=None,
                    help="a labelled file in the repository (path relative to it) as the card sample, "
@@ -63,6 +67,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dft-validation", default=None,
                    help="dft_validation.json of benchmarks/accuracy/dft_validation.py, this model a method")
     p.add_argument("--dft-validation-method", default=None, help="this model's method name in it")
+    p.add_argument("--dft-validation-beside", nargs="+", default=[], metavar="METHOD",
+                   help="other methods of --dft-validation (foundation models) shown beside this model")
     p.add_argument("--dft-validation-command", default="benchmarks/accuracy/dft_validation.py",
                    help="the command that produced it")
     p.add_argument("--mace-baseline", default=None,
@@ -110,11 +116,14 @@ def run(args) -> int:
     refuse_existing([out / f"{args.name}{suffix}" for suffix in suffixes],
                     args.overwrite,
                     "choose another --out or --name")
+    if args.targets is not None and args.targets_file:
+        raise CLIError("--targets and --targets-file: give the test targets in one place (the file's 'test')")
     settings = CardSettings(
         name=args.name, test=args.test, train_commands=args.train_command, earlier_stages=args.earlier_stages,
         summary=args.summary, test_command=args.test_command, train_data_command=args.train_data_command,
         train_threads=args.train_threads, reference=args.reference, domain=args.domain,
-        targets=dict(zip(("energy", "forces", "stress"), map(_target, args.targets))),
+        targets=dict(zip(("energy", "forces", "stress"), map(_target, args.targets or ["3", "20", "3"]))),
+        targets_file=args.targets_file, dft_validation_beside=args.dft_validation_beside,
         test_description=args.test_description, card_sample=args.card_sample, sample_n=args.sample_n,
         sample_seed=args.sample_seed, speed_cells=args.speed_cells, orientation=args.orientation,
         average_over=args.average_over, student_vs_teacher=args.student_vs_teacher,

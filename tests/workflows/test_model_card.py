@@ -21,13 +21,14 @@ from mlip.checkpoint import save_potential
 from mlip.data.emt import generate_emt_dataset
 from mlip.pretrained import EMT_ELEMENTS
 from mlip.workflows.model_card import format_model_card
-from mlip.workflows.model_card import markdown, measure, quotes
+from mlip.workflows.model_card import markdown, measure, quotes, targets
 
 from mlip.testing import build_potential
 
 #: the shipped cards whose Markdown is exactly the rendering of their JSON (the EMT cards' have a section
 #: added by hand since: their short-range term)
 RENDERED = ["equiformer_v3-chgnet", "equiformer_v3-sige", "platonic-sige"]
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,107 @@ def test_a_card_quotes_the_dft_validation_with_its_targets(tmp_path):
     assert markdown.dft_section(None) == []
 
 
+def _targets_file(tmp_path, **changes) -> Path:
+    spec = {"source": "issue X", "test": {"energy": 3, "forces": 50},
+            "near_equilibrium": {"config_types": ["prototype", "strained"], "forces": 20},
+            "properties": {"lattice.Si.a_A": {"percent": 0.2}, "lattice.Ge.a_A": {"percent": 0.2},
+                           "vacancy.Si.formation_energy_relaxed_eV": {"absolute": 0.1},
+                           "elastic.Si.C11_GPa": {"percent": 8}},
+            "phonon_frequency_mae_THz": {"Si": 0.12, "Ge": 0.6}, "kappa_percent_of_published": 20,
+            "note": "stress has no target here"}
+    spec.update(changes)
+    path = tmp_path / "targets.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_a_targets_file_judges_every_target_and_opens_the_card_with_them(tmp_path):
+    """--targets-file: its property targets replace the defaults (relative, absolute, κ within a percent
+    of the published range, phonons per element); foundation models of the same report sit beside the
+    model; the card's Targets section lists every target met, missed or not measured, with the counts."""
+    report = json.loads(_dft_report(tmp_path).read_text())
+    report["methods"]["gpaw"]["properties"]["vacancy"] = {"Si": {"formation_energy_relaxed_eV": 3.55}}
+    report["methods"]["other"]["properties"] = {"lattice": {"Si": {"a_A": 5.6}}}
+    report["differences"]["other"] = {"phonon_frequency_mae_THz": {"Si": 1.5}}
+    path = tmp_path / "dft_validation.json"
+    path.write_text(json.dumps(report))
+    spec = targets.read_targets(_targets_file(tmp_path))
+    with pytest.raises(ValueError, match="no method 'absent'"):
+        quotes.quote_dft_validation(path, "mine", "cmd", spec, beside=["absent"])
+    entry = quotes.quote_dft_validation(path, "mine", "python dv.py", spec, beside=["other"])
+    text = "\n".join(markdown.dft_section(entry))
+    assert "| property | model | other | gpaw | difference | target | met |" in text
+    assert "| Si lattice constant (Å) | 5.5 | 5.6 | 5.477 | +0.4 % | within 0.2 % | no |" in text
+    assert "| Si bulk modulus (GPa) | 80 | — | 88.9 | -10.0 % | — | — |" in text  # no target in the file
+    assert "| Si C11 (GPa) | 140 | — | 150 | -6.7 % | within 8 % | yes |" in text
+    assert ("| Si vacancy formation energy (relaxed) (eV) | 3.4 | — | 3.55 | -4.2 % | within 0.1 eV | no |"
+            in text)
+    assert ("| Si κ(300 K) (W/(m·K)) | 120 | — | 130–150 (published PBE) | — | within 20 % of the published "
+            "range | yes |") in text  # 120 ≥ 0.8 × 130
+    assert "| Si phonon frequency MAE over the band path (THz) | 0.2 | 1.5 | — | — | ≤ 0.12 THz | no |" in text
+    assert "| Ge phonon frequency MAE over the band path (THz) | 0.5 | — | — | — | ≤ 0.6 THz | yes |" in text
+
+    card = _shipped_card()
+    card["test"]["metrics"].update(energy_mae_meV_per_atom=2.5, forces_mae_meV_per_A=60.0)
+    card["test"]["near_equilibrium"] = {"config_types": ["prototype", "strained"], "n": 7,
+                                        "metrics": {"forces_mae_meV_per_A": 12.0}}
+    card.update(targets_file=spec, dft_validation=entry)
+    text = format_model_card(card)
+    section = text[text.index("## Targets"):]
+    section = section[: section.index("\n## ", 1)]
+    flat = " ".join(section.split())
+    assert "The targets of issue X: 5 met, 4 missed, 2 not measured, of 11." in flat
+    assert "stress has no target here." in flat
+    assert "| test energy MAE ≤ 3 meV/atom | 2.5 meV/atom | yes |" in section
+    assert "| test forces MAE ≤ 50 meV/Å | 60 meV/Å | no |" in section
+    assert ("| test force MAE, near equilibrium (prototype, strained; 7 structures) ≤ 20 meV/Å | 12 meV/Å | "
+            "yes |") in section
+    assert "| Si lattice constant within 0.2 % | 5.5 Å (DFT 5.477) | no |" in section
+    assert "| Ge lattice constant within 0.2 % | not measured | — |" in section
+    assert ("| Si κ(300 K) within 20 % of the published range | 120 W/(m·K) (published 130–150) | yes |"
+            in section)
+    assert "| Ge phonon frequency MAE over the band path ≤ 0.6 THz | 0.5 THz | yes |" in section
+    assert text.index("## Test errors") < text.index("## Targets") < text.index("Rotations (float64")
+    assert "## Targets" not in format_model_card(_shipped_card())
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"source": None}, "an object with a 'source'"),
+    ({"tests": {}}, "unknown part(s) tests"),
+    ({"test": {"virial": 1}}, "test targets are energy, forces, stress"),
+    ({"test": {"energy": -1}}, "test.energy is -1, not a number ≥ 0"),
+    ({"near_equilibrium": {"forces": 20}}, "near_equilibrium needs config_types"),
+    ({"properties": {"lattice.Si.c_A": {"percent": 1}}}, "property 'lattice.Si.c_A' is not one a card quotes"),
+    ({"properties": {"lattice.Si.a_A": {"relative": 1}}}, "one of {\"percent\": x} or {\"absolute\": x}"),
+    ({"properties": {"kappa.Si.kappa_300K_W_per_mK": {"percent": 1}}}, "kappa_percent_of_published"),
+])
+def test_a_bad_targets_file_is_refused_in_one_line_before_anything_is_measured(tmp_path, capsys, change,
+                                                                               message):
+    from ase.io import write
+
+    from mlip.training.samples import atoms_of
+
+    run = _run_folder(tmp_path / "run", 1.0)
+    write(tmp_path / "test.xyz", [atoms_of(s) for s in generate_emt_dataset(1, seed=5, progress=False)])
+    path = _targets_file(tmp_path, **change)
+    code, _, err = _card(capsys, run, "--name", "eam", "--test", tmp_path / "test.xyz", "--train-command",
+                         "one", "--out", tmp_path / "cards", "--targets-file", path)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("mlip: error: "), err
+    assert str(path) in lines[0] and message in lines[0], err
+    assert not (tmp_path / "cards").exists() or not any((tmp_path / "cards").iterdir())
+    code, _, err = _card(capsys, run, "--name", "eam", "--test", tmp_path / "test.xyz", "--train-command",
+                         "one", "--out", tmp_path / "cards", "--targets-file", path, "--targets", "1", "2", "3")
+    assert code == 2 and "give the test targets in one place" in err
+
+
+def test_the_issue_55_targets_files_are_valid():
+    """The v2 recipes' targets (issue 55's table) read, every property one a card quotes."""
+    for model in ("equiformer_v3-sige", "platonic-sige"):
+        spec = targets.read_targets(REPOSITORY / "examples" / "recipes" / model / "v2" / "targets.json")
+        assert len(spec["properties"]) == 10 and set(spec["phonon_frequency_mae_THz"]) == {"Si", "Ge"}
+
+
 def test_a_card_quotes_the_mace_baseline_row_of_its_model(tmp_path):
     """--mace-baseline: this model's row and MACE's, errors and ms per MD step of every timed cell."""
     def row(name, e, ms):
@@ -204,6 +306,7 @@ def test_mlip_card_writes_the_card_of_a_training_run(tmp_path, capsys, monkeypat
     stage, plotted beside them; it refuses to replace them without --overwrite."""
     from ase.io import write
 
+    from mlip.data import read_dataset
     from mlip.training.samples import atoms_of
 
     monkeypatch.chdir(tmp_path)
@@ -234,6 +337,20 @@ def test_mlip_card_writes_the_card_of_a_training_run(tmp_path, capsys, monkeypat
     code, _, err = _card(capsys, *argv)
     assert code == 2 and err.startswith("mlip: error:") and "--overwrite" in err and "eam" in err
     assert (tmp_path / "cards" / "eam.json").read_bytes() == before
+
+    kinds = sorted({s.atoms.info["config_type"] for s in read_dataset(tmp_path / "test.xyz")})[:1]
+    spec = {"source": "a test", "test": {"forces": 1000},
+            "near_equilibrium": {"config_types": kinds, "forces": 1000}}
+    (tmp_path / "targets.json").write_text(json.dumps(spec))
+    code, _, err = _card(capsys, *argv[:argv.index("--targets")], *argv[argv.index("--targets") + 4:],
+                         "--targets-file", "targets.json", "--overwrite")
+    assert code == 0, err
+    data = json.loads((tmp_path / "cards" / "eam.json").read_text())
+    assert data["targets"] == {"energy": None, "forces": 1000.0, "stress": None}
+    near = data["test"]["near_equilibrium"]
+    assert near["config_types"] == kinds and 1 <= near["n"] <= 3 and near["metrics"]["forces_mae_meV_per_A"] > 0
+    text = (tmp_path / "cards" / "eam.md").read_text(encoding="utf-8")
+    assert text == format_model_card(data) and "The targets of a test: 2 met, 0 missed" in text
 
 
 @pytest.mark.parametrize("extra, message", [

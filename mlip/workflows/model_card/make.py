@@ -38,6 +38,7 @@ from mlip.workflows.model_card.quotes import (
     quote_mace_baseline,
     quote_student_vs_teacher,
 )
+from mlip.workflows.model_card.targets import read_targets
 
 PathLike = Union[str, os.PathLike]
 
@@ -91,6 +92,11 @@ class CardSettings:
         label_floor: the error budget's residual of the labels' k-point rule: the record of
             ``benchmarks/data/kpoint_convergence.py report`` (its reference against a denser mesh).
         label_floor_command: the command that wrote it (needed: the study's record names none).
+        targets_file: a JSON of the model's targets (:mod:`.targets`): its test targets replace
+            ``targets``, its property targets the defaults, and the card opens with every target met,
+            missed or not measured.
+        dft_validation_beside: other methods of ``dft_validation`` (foundation models run beside this
+            one) whose crystal properties the card shows next to this model's.
     """
 
     name: str
@@ -126,6 +132,8 @@ class CardSettings:
     label_noise_command: Optional[str] = None
     label_floor: Optional[PathLike] = None
     label_floor_command: Optional[str] = None
+    targets_file: Optional[PathLike] = None
+    dft_validation_beside: Sequence[str] = ()
 
 
 def _check(run_dir: Path, settings: CardSettings) -> List[Path]:
@@ -152,13 +160,18 @@ def _check(run_dir: Path, settings: CardSettings) -> List[Path]:
 def _quotes(settings: CardSettings) -> dict:
     """The card's entries quoted from benchmark reports (read before anything is measured)."""
     quoted = {}
+    if settings.targets_file:
+        quoted["targets_file"] = read_targets(settings.targets_file)
+    if settings.dft_validation_beside and not settings.dft_validation:
+        raise ValueError("dft_validation_beside names methods of a dft_validation report: give that report")
     if settings.student_vs_teacher:
         command = settings.student_vs_teacher_command or "benchmarks/accuracy/student_vs_teacher.py"
         quoted["teacher"], quoted["student_discovery"] = quote_student_vs_teacher(
             Path(settings.student_vs_teacher), command, settings.reference)
     if settings.dft_validation:
         quoted["dft_validation"] = quote_dft_validation(
-            Path(settings.dft_validation), settings.dft_validation_method, settings.dft_validation_command)
+            Path(settings.dft_validation), settings.dft_validation_method, settings.dft_validation_command,
+            quoted.get("targets_file"), settings.dft_validation_beside)
     if settings.mace_baseline:
         quoted["mace"] = quote_mace_baseline(Path(settings.mace_baseline), settings.mace_row or settings.name,
                                              settings.mace_baseline_command)
@@ -272,6 +285,14 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
         data["domain"] = settings.domain
         data["test_description"] = settings.test_description
     data["targets"] = {key: settings.targets.get(key) for key in ("energy", "forces", "stress")}
+    if "targets_file" in quoted:
+        spec = data["targets_file"] = quoted["targets_file"]
+        data["targets"] = {key: spec["test"].get(key) for key in ("energy", "forces", "stress")}
+        if "near_equilibrium" in spec:
+            kinds = spec["near_equilibrium"]["config_types"]
+            near = [s for s in test if s.atoms.info.get("config_type") in kinds]
+            data["test"]["near_equilibrium"] = {"config_types": kinds, "n": len(near),
+                                                "metrics": errors(potential, near) if near else None}
     if "teacher" in quoted:
         data["teacher"] = quoted["teacher"]
         if quoted["student_discovery"]:

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from mlip.workflows.model_card.measure import KEYS, UNIT, training_throughput
 from mlip.workflows.model_card.quotes import PHONON_TARGET_THZ
+from mlip.workflows.model_card.targets import property_met, property_target_text, targets_section
 
 #: the three quantities of every error table, in order
 QUANTITIES = ("energy", "forces", "stress")
@@ -95,33 +96,39 @@ def teacher_section(teacher: dict | None) -> list:
 
 
 def dft_section(dft: dict | None) -> list:
-    """The card's "Against DFT" section (Markdown lines); [] without a quoted validation."""
+    """The card's "Against DFT" section (Markdown lines); [] without a quoted validation. Methods quoted
+    ``beside`` the model (foundation models in the same report) get a column each."""
     if not dft:
         return []
+    beside = dft.get("beside", [])
     lines = ["## Crystal properties against DFT", "",
-             *wrap(f"{dft['reference']} in the dataset's settings against this model (float64), by "
-                   f"`{dft['command']}`:"), "",
-             f"| property | model | {dft['reference']} | difference | target | met |",
-             "|---|---|---|---|---|---|"]
+             *wrap(f"{dft['reference']} in the dataset's settings against this model (float64)"
+                   + (f" and {', '.join(beside)}" if beside else "") + f", by `{dft['command']}`:"), "",
+             "| property | model | " + "".join(f"{name} | " for name in beside)
+             + f"{dft['reference']} | difference | target | met |",
+             "|---|---|---|---|---|---|" + "---|" * len(beside)]
     for row in dft["properties"]:
         value, ref = row["model"], row["reference"]
-        if ref is None:
-            diff, target, met = "—", "—", "—"
-        else:
-            diff = f"{100 * (value - ref) / abs(ref):+.1f} %" if ref else f"{value - ref:+.3g}"
-            target = "—" if row["target_percent"] is None else f"within {row['target_percent']:g} %"
-            met = "—" if row["target_percent"] is None else (
-                "yes" if abs(100 * (value - ref) / ref) <= row["target_percent"] else "no")
+        diff = "—" if ref is None else (
+            f"{100 * (value - ref) / abs(ref):+.1f} %" if ref else f"{value - ref:+.3g}")
+        target, met = property_target_text(row), property_met(row)
         shown_ref = "—" if ref is None else f"{ref:.4g}"
-        published = dft["literature"].get("kappa_300K_W_per_mK", {}).get(row["key"].split(".")[1])
+        published = row.get("published") or dft["literature"].get("kappa_300K_W_per_mK", {}).get(
+            row["key"].split(".")[1])
         if ref is None and row["key"].startswith("kappa.") and published:
             shown_ref = f"{published[0]:g}–{published[1]:g} (published PBE)"
-        lines.append(f"| {row['label']} ({row['unit']}) | {value:.4g} | {shown_ref} | {diff} | {target} "
-                     f"| {met} |")
+        others = "".join("— | " if row["beside"].get(name) is None else f"{row['beside'][name]:.4g} | "
+                         for name in beside)
+        lines.append(f"| {row['label']} ({row['unit']}) | {value:.4g} | {others}{shown_ref} | {diff} | "
+                     f"{target or '—'} | {'—' if met is None else ('yes' if met else 'no')} |")
+    targets = dft.get("phonon_targets_THz", PHONON_TARGET_THZ)
     for element, mae in sorted(dft["phonon_frequency_mae_THz"].items(), key=lambda item: item[0] != "Si"):
-        target = PHONON_TARGET_THZ.get(element)
+        target = targets.get(element)
         aim = "— | —" if target is None else f"≤ {target:g} THz | {'yes' if mae <= target else 'no'}"
-        lines.append(f"| {element} phonon frequency MAE over the band path (THz) | {mae:.3g} | — | — "
+        others = "".join("— | " if dft["beside_phonon_frequency_mae_THz"][name].get(element) is None
+                         else f"{dft['beside_phonon_frequency_mae_THz'][name][element]:.3g} | "
+                         for name in beside)
+        lines.append(f"| {element} phonon frequency MAE over the band path (THz) | {mae:.3g} | {others}— | — "
                      f"| {aim} |")
     source = dft["literature"].get("kappa_300K_W_per_mK", {}).get("source")
     if source and any(row["key"].startswith("kappa.") for row in dft["properties"]):
@@ -485,7 +492,8 @@ def curve_lines(data: dict) -> list:
 def format_model_card(data: dict) -> str:
     """The Markdown card of ``data`` (a card's JSON), without a final newline: the measured sections, then
     the quoted benchmarks, speed, model and training."""
-    lines = _errors_section(data) + _measured_section(data) + error_budget_section(data)
+    lines = _errors_section(data) + targets_section(data) + _measured_section(data)
+    lines += error_budget_section(data)
     lines += discovery_section(data.get("mini_discovery"))
     lines += teacher_section(data.get("teacher"))
     lines += dft_section(data.get("dft_validation"))

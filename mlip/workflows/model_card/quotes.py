@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Sequence
 
 from mlip.workflows.model_card.measure import KEYS
 
@@ -52,11 +52,14 @@ def property_scalars(properties: Dict[str, Any], prefix: str = "") -> Dict[str, 
     return out
 
 
-def quote_dft_validation(path: Path, method: str | None, command: str) -> dict:
+def quote_dft_validation(path: Path, method: str | None, command: str, targets: dict | None = None,
+                         beside: Sequence[str] = ()) -> dict:
     """The card's ``dft_validation`` entry from a ``dft_validation.json``: for each of
     :data:`DFT_PROPERTIES` the model has, its value and the reference's, and the phonon frequency MAE
     per element. ``method``: the model's name in the report (default: the one method besides the
-    reference)."""
+    reference). ``targets``: a targets file's entry (:func:`.targets.read_targets`), whose property,
+    phonon and κ targets replace the defaults. ``beside``: other methods of the same report (foundation
+    models) whose values the card shows in columns of their own."""
     report = json.loads(path.read_text())
     reference = report["reference"]
     others = [m for m in report["methods"] if m != reference]
@@ -64,16 +67,41 @@ def quote_dft_validation(path: Path, method: str | None, command: str) -> dict:
         if len(others) != 1:
             raise ValueError(f"{path}: methods {others}; name this model's with --dft-validation-method")
         method = others[0]
-    if method not in report["methods"]:
-        raise ValueError(f"{path}: no method {method!r} (it has {', '.join(report['methods'])})")
+    for name in (method, *beside):
+        if name not in report["methods"]:
+            raise ValueError(f"{path}: no method {name!r} (it has {', '.join(report['methods'])})")
 
     mine = property_scalars(report["methods"][method]["properties"])
     ref = property_scalars(report["methods"][reference]["properties"])
-    rows = [{"key": key, "label": label, "unit": unit, "target_percent": target, "model": mine[key],
-             "reference": ref.get(key)} for key, label, unit, target in DFT_PROPERTIES if key in mine]
-    phonons = report.get("differences", {}).get(method, {}).get("phonon_frequency_mae_THz", {})
-    return {"command": command, "reference": reference, "method": method, "properties": rows,
-            "phonon_frequency_mae_THz": phonons, "literature": report.get("literature", {})}
+    theirs = {name: property_scalars(report["methods"][name]["properties"]) for name in beside}
+    published = report.get("literature", {}).get("kappa_300K_W_per_mK", {})
+    rows = []
+    for key, label, unit, target in DFT_PROPERTIES:
+        if key not in mine:
+            continue
+        row = {"key": key, "label": label, "unit": unit, "target_percent": target, "model": mine[key],
+               "reference": ref.get(key)}
+        if targets is not None:
+            row["target_percent"] = None
+            own = targets["properties"].get(key, {})
+            row.update({f"target_{kind}": value for kind, value in own.items()})
+            if key.startswith("kappa.") and "kappa_percent_of_published" in targets:
+                row["target_percent_of_published"] = targets["kappa_percent_of_published"]
+                row["published"] = published.get(key.split(".")[1])
+        if beside:
+            row["beside"] = {name: theirs[name].get(key) for name in beside}
+        rows.append(row)
+    differences = report.get("differences", {})
+    phonons = differences.get(method, {}).get("phonon_frequency_mae_THz", {})
+    entry = {"command": command, "reference": reference, "method": method, "properties": rows,
+             "phonon_frequency_mae_THz": phonons, "literature": report.get("literature", {})}
+    if targets is not None:
+        entry["phonon_targets_THz"] = targets["phonon_frequency_mae_THz"]
+    if beside:
+        entry["beside"] = list(beside)
+        entry["beside_phonon_frequency_mae_THz"] = {
+            name: differences.get(name, {}).get("phonon_frequency_mae_THz", {}) for name in beside}
+    return entry
 
 
 def quote_mace_baseline(path: Path, row_name: str, command: str) -> dict:
