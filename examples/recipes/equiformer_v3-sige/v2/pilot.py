@@ -1,0 +1,106 @@
+"""Which start and rate to fine-tune the v2 model from (issue 55): a pilot at equal CPU before the long run.
+
+    python examples/datasets/sige-pbe/v2/assemble.py
+    OMP_NUM_THREADS=1 python examples/recipes/equiformer_v3-sige/v2/pilot.py \
+        --out examples/datasets/sige-pbe/work/v2/pilot --epochs 150 --json RECORD.json
+
+Every arm is ``finetune.yaml`` with another ``init_from`` and learning rate, trained on the v2 training
+file with the v2 validation file picking the best epoch (eager, not compiled: the runs are short), for
+the same number of epochs at most (the plateau rule may end one earlier): one architecture on one data, so
+equal epochs are equal CPU. Each arm's best weights are then scored on the v2 test file (float64), overall,
+on its periodic structures and per config_type, beside the starting checkpoints as they are. A finished
+arm is not trained again (rerun the command after a stop: an arm stopped mid-run resumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[3]
+V1 = "models/pretrained/equiformer_v3-sige.safetensors"
+TEACHER = "examples/recipes/equiformer_v3-sige/v2/teacher-run/best.safetensors"
+#: name → (init_from, learning rate)
+ARMS = {"v1-lr1e-3": (V1, 1e-3), "v1-lr3e-4": (V1, 3e-4), "teacher-lr1e-3": (TEACHER, 1e-3)}
+V2 = "examples/datasets/sige-pbe/work/v2/sige-pbe-v2"
+
+
+def arm_config(name: str, out: Path, epochs: int) -> Path:
+    """The arm's config, written into its folder: finetune.yaml with its start, rate and length."""
+    init_from, lr = ARMS[name]
+    config = yaml.safe_load((HERE / "finetune.yaml").read_text())
+    config.update(init_from=str(ROOT / init_from), epochs=epochs, compile=False, out_dir=str(out / name),
+                  data={"train": str(ROOT / f"{V2}-train.xyz"), "valid": str(ROOT / f"{V2}-valid.xyz")})
+    config["optimizer"]["lr"] = lr
+    path = out / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def score(checkpoint: Path, test) -> dict:
+    """Errors on the test file (float64): all, periodic only, per config_type."""
+    from mlip.checkpoint import load_potential
+    from mlip.training.evaluation import evaluate, evaluate_groups
+
+    potential = load_potential(checkpoint)
+    overall, groups = evaluate_groups(potential, test, lambda s: s.atoms.info.get("config_type", "?"),
+                                      batch_size=16, dtype="float64")
+    periodic = [s for s in test if s.atoms.pbc.any()]
+    keys = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A", "stress_mae_meV_per_A3")
+    return {"all": {k: overall[k] for k in keys},
+            "periodic": {"n": len(periodic), **{k: evaluate(potential, periodic, dtype="float64").get(k)
+                                                for k in keys}},
+            "by_config_type": {kind: {"n": n, **{k: m.get(k) for k in keys[:2]}}
+                               for kind, (n, m) in sorted(groups.items())}}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder of the arms' runs")
+    parser.add_argument("--epochs", type=int, default=150, help="epochs at most per arm (equal CPU)")
+    parser.add_argument("--only", nargs="*", choices=sorted(ARMS), default=sorted(ARMS))
+    parser.add_argument("--json", default=None, help="the record")
+    args = parser.parse_args(argv)
+    from mlip.data import read_dataset
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    test = list(read_dataset(ROOT / f"{V2}-test.xyz"))
+    record = {"command": "OMP_NUM_THREADS=1 python examples/recipes/equiformer_v3-sige/v2/pilot.py "
+                         f"--out OUT --epochs {args.epochs}", "epochs_cap": args.epochs,
+              "n_train": len(read_dataset(ROOT / f"{V2}-train.xyz")),
+              "n_valid": len(read_dataset(ROOT / f"{V2}-valid.xyz")), "n_test": len(test),
+              "starts": {"v1 model": score(ROOT / V1, test), "teacher-run": score(ROOT / TEACHER, test)},
+              "arms": {}}
+    for name in args.only:
+        config = arm_config(name, out, args.epochs)
+        run = out / name
+        if not (run / "done").exists():
+            print(f"== {time.strftime('%H:%M:%S')} {name}", flush=True)
+            resume = ["--resume"] if (run / "train_state.safetensors").exists() else []
+            subprocess.run([sys.executable, "-m", "mlip", "train", str(config), "--no-progress", *resume],
+                           check=True)
+            (run / "done").write_text("")
+        history = json.loads((run / "metrics.json").read_text())
+        init_from, lr = ARMS[name]
+        record["arms"][name] = {"init_from": init_from, "lr": lr, "epochs": len(history),
+                                "minutes": history[-1].get("minutes"), "stopped": history[-1].get("stopped"),
+                                "test": score(run / "best.safetensors", test)}
+        a = record["arms"][name]["test"]
+        print(f"{name}: {len(history)} epochs; test E {a['all']['energy_mae_meV_per_atom']:.1f} meV/atom, "
+              f"F {a['all']['forces_mae_meV_per_A']:.1f} meV/Å (periodic "
+              f"{a['periodic']['forces_mae_meV_per_A']:.1f})", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
