@@ -11,6 +11,11 @@ from mlip.training.config import TrainConfig
 from mlip.training.distributed import Distributed
 from mlip.training.reference_energies import fit_reference_energies, isolated_atom_energies, output_scale
 
+#: hyperparameters that choose how the same weights are evaluated, not which weights there are: a
+#: checkpoint shipped with one (the Platonic Transformer averaged over its cosets in a larger group) starts
+#: a run of the config's form (e.g. not averaged, 5× cheaper to train; the card ships it averaged again)
+EVALUATION_ONLY = ("average_over",)
+
 
 def _refuse_differences(where: str, checks) -> None:
     """ValueError naming the first ``(what, config's model, checkpoint)`` pair whose two values differ."""
@@ -21,7 +26,8 @@ def _refuse_differences(where: str, checks) -> None:
 
 def load_initial_weights(potential, source: str, grow: bool = False) -> None:
     """Copy the weights of checkpoint ``source`` into ``potential`` (``init_from``), refusing a
-    checkpoint of another architecture, species, cutoff or hyperparameters.
+    checkpoint of another architecture, species, cutoff or hyperparameters (but those of
+    :data:`EVALUATION_ONLY`: the run trains the config's form of the same weights).
 
     With ``grow`` (``init_grow``) the checkpoint may have fewer transformer blocks than
     ``potential``: they fill the first blocks, and each extra block is made the identity (the
@@ -40,6 +46,8 @@ def load_initial_weights(potential, source: str, grow: bool = False) -> None:
             raise ValueError(f"init_grow from {source!r}: it has {n_theirs} blocks, more than the config's "
                              f"model ({n_mine}); a model can only be grown deeper")
         mine_hp["num_layers"] = theirs_hp["num_layers"]  # the one difference allowed
+    for key in EVALUATION_ONLY:
+        mine_hp.pop(key, None), theirs_hp.pop(key, None)
     _refuse_differences(f"init_from {source!r}", (
         ("architecture", potential.architecture, start.architecture),
         ("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),

@@ -381,6 +381,25 @@ def test_init_from_continues_from_a_checkpoint_and_refuses_another_model(tmp_pat
                                 num_heads=1, head_dim=2)), samples[:8], samples[32:], progress=False)
 
 
+def test_init_from_a_platonic_model_shipped_averaged_trains_the_configs_form(tmp_path, samples):
+    """A Platonic checkpoint shipped averaged over its cosets (average_over) starts a run of the config's
+    form, with the same weights: the average chooses how the weights are evaluated, not which there are."""
+    from mlip.checkpoint import save_with_hyperparameters
+
+    model = dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1, num_heads=1,
+                 head_dim=2)
+    first = train(config(tmp_path, "plain", epochs=1, model=model), samples[:8], samples[32:], progress=False)
+    shipped = tmp_path / "averaged.safetensors"
+    averaged = save_with_hyperparameters(first.best, shipped, average_over="icosahedral")
+    assert averaged.hyperparameters["average_over"] == "icosahedral"
+    frozen = train(config(tmp_path, "from-averaged", epochs=1, model=model, init_from=str(shipped),
+                          optimizer=dict(lr=0.0, ema_decay=0.5)), samples[:8], samples[32:], progress=False)
+    after = mlip.load_potential(frozen.last)
+    assert after.hyperparameters["average_over"] is None
+    for (key, x), y in zip(mlip.load_potential(first.best).state_dict().items(), after.state_dict().values()):
+        assert torch.equal(x, y), key
+
+
 GROW_MODELS = {
     "platonic": dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1, num_heads=1,
                      head_dim=2),
