@@ -34,7 +34,7 @@ class RotatedSample:
         labels: Labels = labels_of(sample)
         src = atoms_of(sample)
         self.atoms = Atoms(numbers=src.numbers, positions=src.positions @ rotation.T,
-                           cell=np.asarray(src.cell) @ rotation.T, pbc=src.pbc)
+                           cell=np.asarray(src.cell) @ rotation.T, pbc=src.pbc, info=dict(src.info))
         self.energy = labels.energy
         self.forces = None if labels.forces is None else labels.forces @ rotation.T
         self.stress = None

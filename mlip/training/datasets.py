@@ -6,7 +6,7 @@ from typing import Optional, Sequence, Tuple
 
 from mlip.data.splits import train_valid_split
 from mlip.training.config import TrainConfig
-from mlip.training.samples import config_type_of, labels_of, without_config_types
+from mlip.training.samples import config_type_of, labels_of, loss_weights, without_config_types
 
 
 def _read(path: str, config: TrainConfig) -> list:
@@ -61,4 +61,7 @@ def training_sets(config: TrainConfig, train_samples: Optional[Sequence], valid_
         raise ValueError("the training set is empty")
     for i, s in enumerate(train_samples):
         labels_of(s, f"training structure {i}")
+        loss_weights(s, f"training structure {i}")
+    for i, s in enumerate(valid_samples):
+        loss_weights(s, f"validation structure {i}")
     return train_samples, valid_samples

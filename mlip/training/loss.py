@@ -2,7 +2,9 @@
 
 Targets are divided by the output scale (eV), stresses multiplied by the volume per atom first, so the
 three terms are per-atom energies. Sums and counts are kept apart so that several processes can add
-their parts of a global batch before dividing.
+their parts of a global batch before dividing. Each frame's terms are multiplied by its loss weights
+(:func:`mlip.training.samples.loss_weights`, MACE's ``config_*_weight`` keys; 1 by default); the counts
+are not, so a term is the mean over every frame (atom, stress row) of the batch, as in MACE.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import torch
 from mlip.training.config import TrainConfig
 
 
-def _error_sum(diff: torch.Tensor, kind: str, delta: float) -> torch.Tensor:
+def _error_sum(diff: torch.Tensor, kind: str, delta: float,
+               weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Σ weight · error(diff) (``weight`` broadcast against ``diff``; 1 when None)."""
     if diff.numel() == 0:
         return diff.new_zeros(())
     if kind == "mse":
-        return (diff * diff).sum()
-    if kind == "mae":
-        return diff.abs().sum()
-    return torch.nn.functional.huber_loss(diff, torch.zeros_like(diff), delta=delta, reduction="sum")
+        error = diff * diff
+    elif kind == "mae":
+        error = diff.abs()
+    else:
+        error = torch.nn.functional.huber_loss(diff, torch.zeros_like(diff), delta=delta, reduction="none")
+    return (error if weight is None else error * weight).sum()
 
 
 def loss_sums(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], scale: float,
@@ -36,12 +42,15 @@ def loss_sums(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], sca
     additions (exactly the same when every row has a label)."""
     lc = config.loss
     e = (out["energy"] - target["energy"]) / target["n_atoms"] / scale
-    terms = {"energy": (_error_sum(e, lc.kind, lc.huber_delta), e.numel())}
+    terms = {"energy": (_error_sum(e, lc.kind, lc.huber_delta, target.get("energy_weight")), e.numel())}
     if "forces" in target and "forces" in out and lc.forces_weight:
         d = (out["forces"] - target["forces"]) / scale
-        terms["forces"] = (_error_sum(d, lc.kind, lc.huber_delta), d.numel())
+        weight = target.get("forces_weight")
+        weight = None if weight is None else weight[:, None]
+        terms["forces"] = (_error_sum(d, lc.kind, lc.huber_delta, weight), d.numel())
     if "stress" in out and lc.stress_weight:
         mask = torch.isfinite(target["stress"]).all(dim=1) & torch.isfinite(target["volume_per_atom"])
+        weight = target.get("stress_weight")
         if static_shapes:
             # where() on both factors: an unlabelled row's NaN (target, volume, or a cell without
             # volume in ``out``) reaches neither the sum nor the gradient
@@ -52,7 +61,9 @@ def loss_sums(out: Dict[str, torch.Tensor], target: Dict[str, torch.Tensor], sca
         else:
             ds = (out["stress"][mask] - target["stress"][mask]) * target["volume_per_atom"][mask, None] / scale
             count = ds.numel()
-        terms["stress"] = (_error_sum(ds, lc.kind, lc.huber_delta), count)
+            weight = None if weight is None else weight[mask]
+        weight = None if weight is None else weight[:, None]
+        terms["stress"] = (_error_sum(ds, lc.kind, lc.huber_delta, weight), count)
     return terms
 
 

@@ -17,7 +17,7 @@ from mlip.testing.datasets import emt_cells
 from mlip.training import TrainConfig
 from mlip.training.compiled_step import CompiledStep
 from mlip.training.loss import loss_sums, loss_terms
-from mlip.training.samples import atoms_of, batch_targets
+from mlip.training.samples import atoms_of, batch_targets, loss_weights
 
 MODEL = dict(name="platonic", species=["Cu", "Au"], cutoff=4.0, channels=4, num_layers=1, num_heads=1,
              head_dim=2)
@@ -170,3 +170,48 @@ def test_a_resumed_run_may_switch_compile(tmp_path):
     assert _resume_changes(tiny_config(out_dir=str(tmp_path)), tmp_path) == {}
     switched = tiny_config(out_dir=str(tmp_path), compile=True)
     assert _resume_changes(switched, tmp_path) == {"compile": [False, True]}
+
+
+def test_loss_weights_scale_each_frames_terms_in_both_forms(batches):
+    """MACE's per-frame ``config_*_weight`` keys: energy weight 0 takes the frame's energy out of the
+    energy sum (a label whose energy is off by a constant), ``config_weight`` 2 doubles all three of its
+    terms; the counts stay (a term is the mean over the batch, as in MACE); the compiled form's static-shape
+    sums weigh alike."""
+    config = tiny_config()
+    args = dict(config.model)
+    potential = create_model(args.pop("name"), seed=0, **args).double()
+    chunk = [s for s in batches[0]]
+    graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=torch.float64)
+    out = potential(graph, compute_forces=True, compute_stress=True)
+    plain = loss_sums(out, batch_targets(chunk, torch.float64, "cpu"), 0.7, config)
+    alone = [loss_sums(out_k, batch_targets([s], torch.float64, "cpu"), 0.7, config)
+             for s, out_k in zip(chunk, _per_frame(potential, chunk))]
+    atoms = [atoms_of(s) for s in chunk]
+    atoms[0].info["config_energy_weight"] = 0.0
+    atoms[1].info["config_weight"] = 2
+    try:
+        for static in (False, True):
+            weighted = loss_sums(out, batch_targets(chunk, torch.float64, "cpu"), 0.7, config, static_shapes=static)
+            for key, first, second in (("energy", 0.0, 2.0), ("forces", 1.0, 2.0), ("stress", 1.0, 2.0)):
+                want = float(plain[key][0]) + (first - 1) * float(alone[0][key][0]) \
+                    + (second - 1) * float(alone[1][key][0])
+                assert math.isclose(float(weighted[key][0]), want, rel_tol=1e-10, abs_tol=1e-15), (key, static)
+                assert int(weighted[key][1]) == int(plain[key][1])
+    finally:
+        for a in atoms[:2]:
+            a.info.pop("config_energy_weight", None), a.info.pop("config_weight", None)
+
+
+def _per_frame(potential, chunk):
+    for s in chunk:
+        graph = mlip.batch_atoms([atoms_of(s)], potential.cutoff, dtype=torch.float64)
+        yield potential(graph, compute_forces=True, compute_stress=True)
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), "heavy", True])
+def test_a_bad_loss_weight_is_refused_naming_the_frame(batches, value):
+    atoms = atoms_of(batches[0][0]).copy()
+    atoms.calc = atoms_of(batches[0][0]).calc
+    atoms.info["config_forces_weight"] = value
+    with pytest.raises(ValueError, match=r"^training structure 3: config_forces_weight .* is not a finite number"):
+        loss_weights(atoms, "training structure 3")

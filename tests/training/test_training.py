@@ -145,6 +145,11 @@ def test_labels_are_checked(tmp_path, samples):
     broken.calc = SinglePointCalculator(broken, energy=float("nan"), forces=np.zeros((4, 3)))
     with pytest.raises(ValueError, match="training structure 1: energy label is not finite"):
         train(config(tmp_path, "x"), [samples[1], broken], progress=False)
+    heavy = samples[2].copy()
+    heavy.calc = samples[2].calc
+    heavy.info["config_stress_weight"] = -2
+    with pytest.raises(ValueError, match="validation structure 0: config_stress_weight -2 is not a finite"):
+        train(config(tmp_path, "y"), [samples[1]], [heavy], progress=False)
 
 
 def test_mlip_train_command(tmp_path, samples, capsys):

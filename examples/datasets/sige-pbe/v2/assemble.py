@@ -11,6 +11,13 @@ per kind, each MD trajectory or path whole; what the active-learning loop labell
 model trained on, and v1 and v2 models can be compared on the same test structures. A periodic structure
 v1 did not split (its v1 label failed) goes to train and is counted. Rerun it whenever tranches have been
 labelled: the files are rewritten (atomically) from the results alone.
+
+``sige-pbe-v2-train-replay.xyz`` is the training file plus v1's periodic training structures that have no
+v2 label yet, with their v1 labels weighted for forces only (``config_energy_weight`` and
+``config_stress_weight`` 0, MACE's keys, which ``mlip train`` and MACE both read): their energies and
+stresses carry the coarse mesh's cell-dependent error, their forces far less (docs/data.md). Fine-tuning
+on the few v2 labels alone forgets what the rest of v1 taught (the pilot of 2026-12-06:
+``examples/recipes/equiformer_v3-sige/v2/pilot.py``); replaying v1's forces keeps it.
 """
 
 from __future__ import annotations
@@ -108,10 +115,19 @@ def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     out.mkdir(parents=True, exist_ok=True)
     everything = [a for part in PARTS for a in frames[part]]
     files = [("sige-pbe-v2.xyz", everything)] + [(f"sige-pbe-v2-{p}.xyz", frames[p]) for p in PARTS]
+    relabelled = {str(a.info["id"]) for a in v2 + from_loop}
+    replay = []
+    for atoms in v1["train"]:
+        if atoms.pbc.any() and str(atoms.info["id"]) not in relabelled:
+            atoms.info.update(config_energy_weight=0.0, config_stress_weight=0.0,
+                              label_note="v1 label (k-point density 2.5): forces only")
+            replay.append(atoms)
+    files.append(("sige-pbe-v2-train-replay.xyz", frames["train"] + replay))
     for name, chunk in files:
         atomic_write(out / name, lambda tmp, chunk=chunk: write(tmp, chunk, format="extxyz"))
     print(f"v2: {len(v2)} periodic structures labelled, {len(gamma_only)} without periodicity (v1 labels), "
-          f"{len(from_loop)} from the active-learning loop (to train); {unsplit} not in v1's split (to train)")
+          f"{len(from_loop)} from the active-learning loop (to train); {unsplit} not in v1's split (to train); "
+          f"{len(replay)} v1 periodic training structures replayed for their forces (the -replay file)")
     for part in PARTS:
         n_periodic = sum(bool(a.pbc.any()) for a in frames[part])
         print(f"  {part}: {len(frames[part])} frames, {n_periodic} periodic; "

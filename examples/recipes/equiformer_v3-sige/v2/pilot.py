@@ -5,9 +5,9 @@
         --out examples/datasets/sige-pbe/work/v2/pilot --epochs 150 --json RECORD.json
 
 Every arm is ``finetune.yaml`` with another ``init_from`` and learning rate, trained on the v2 training
-file with the v2 validation file picking the best epoch (eager, not compiled: the runs are short), for
-the same number of epochs at most (the plateau rule may end one earlier): one architecture on one data, so
-equal epochs are equal CPU. Each arm's best weights are then scored on the v2 test file (float64), overall,
+file (or its ``-replay`` form, which adds v1's forces: assemble.py) with the v2 validation file picking the
+best epoch (eager, not compiled: the runs are short), for ``--epochs`` at most (the plateau rule may end one
+earlier; each arm's minutes are recorded: a replay epoch costs about 6× one on the v2 file alone). Each arm's best weights are then scored on the v2 test file (float64), overall,
 on its periodic structures and per config_type, beside the starting checkpoints as they are. A finished
 arm is not trained again (rerun the command after a stop: an arm stopped mid-run resumes).
 """
@@ -27,17 +27,19 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 V1 = "models/pretrained/equiformer_v3-sige.safetensors"
 TEACHER = "examples/recipes/equiformer_v3-sige/v2/teacher-run/best.safetensors"
-#: name → (init_from, learning rate)
-ARMS = {"v1-lr1e-3": (V1, 1e-3), "v1-lr3e-4": (V1, 3e-4), "teacher-lr1e-3": (TEACHER, 1e-3)}
+#: name → (init_from, learning rate, training file's suffix): "-replay" adds v1's periodic training
+#: structures without a v2 label, weighted for forces only (assemble.py)
+ARMS = {"v1-lr1e-3": (V1, 1e-3, ""), "v1-lr3e-4": (V1, 3e-4, ""), "teacher-lr1e-3": (TEACHER, 1e-3, ""),
+        "v1-replay-lr3e-4": (V1, 3e-4, "-replay")}
 V2 = "examples/datasets/sige-pbe/work/v2/sige-pbe-v2"
 
 
 def arm_config(name: str, out: Path, epochs: int) -> Path:
     """The arm's config, written into its folder: finetune.yaml with its start, rate and length."""
-    init_from, lr = ARMS[name]
+    init_from, lr, suffix = ARMS[name]
     config = yaml.safe_load((HERE / "finetune.yaml").read_text())
     config.update(init_from=str(ROOT / init_from), epochs=epochs, compile=False, out_dir=str(out / name),
-                  data={"train": str(ROOT / f"{V2}-train.xyz"), "valid": str(ROOT / f"{V2}-valid.xyz")})
+                  data={"train": str(ROOT / f"{V2}-train{suffix}.xyz"), "valid": str(ROOT / f"{V2}-valid.xyz")})
     config["optimizer"]["lr"] = lr
     path = out / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -65,7 +67,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder of the arms' runs")
     parser.add_argument("--epochs", type=int, default=150, help="epochs at most per arm (equal CPU)")
-    parser.add_argument("--only", nargs="*", choices=sorted(ARMS), default=sorted(ARMS))
+    parser.add_argument("--only", nargs="*", choices=sorted(ARMS), default=sorted(ARMS),
+                        help="arms to train and score (a finished arm is scored as it ended)")
     parser.add_argument("--json", default=None, help="the record")
     args = parser.parse_args(argv)
     from mlip.data import read_dataset
@@ -74,23 +77,25 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     test = list(read_dataset(ROOT / f"{V2}-test.xyz"))
     record = {"command": "OMP_NUM_THREADS=1 python examples/recipes/equiformer_v3-sige/v2/pilot.py "
-                         f"--out OUT --epochs {args.epochs}", "epochs_cap": args.epochs,
+                         "--out OUT --epochs N --only ARM... (each arm's cap in its entry)",
               "n_train": len(read_dataset(ROOT / f"{V2}-train.xyz")),
               "n_valid": len(read_dataset(ROOT / f"{V2}-valid.xyz")), "n_test": len(test),
               "starts": {"v1 model": score(ROOT / V1, test), "teacher-run": score(ROOT / TEACHER, test)},
               "arms": {}}
     for name in args.only:
-        config = arm_config(name, out, args.epochs)
         run = out / name
         if not (run / "done").exists():
+            config = arm_config(name, out, args.epochs)
             print(f"== {time.strftime('%H:%M:%S')} {name}", flush=True)
             resume = ["--resume"] if (run / "train_state.safetensors").exists() else []
             subprocess.run([sys.executable, "-m", "mlip", "train", str(config), "--no-progress", *resume],
                            check=True)
             (run / "done").write_text("")
         history = json.loads((run / "metrics.json").read_text())
-        init_from, lr = ARMS[name]
-        record["arms"][name] = {"init_from": init_from, "lr": lr, "epochs": len(history),
+        init_from, lr, suffix = ARMS[name]
+        record["arms"][name] = {"init_from": init_from, "lr": lr, "train": f"sige-pbe-v2-train{suffix}.xyz",
+                                "epochs_cap": json.loads((run / "config.json").read_text())["epochs"],
+                                "epochs": len(history),
                                 "minutes": history[-1].get("minutes"), "stopped": history[-1].get("stopped"),
                                 "test": score(run / "best.safetensors", test)}
         a = record["arms"][name]["test"]
