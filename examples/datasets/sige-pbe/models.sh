@@ -75,17 +75,7 @@ PY
         --markdown "$here/sige-pbe.card.md"
     [ -f sige-pbe-test.xyz ] || python -m mlip data split sige-pbe.xyz --seed 0
     if [ ! -f "$root/$card_sample" ]; then  # the cards' sample, kept in the repository: 3 test frames per kind
-        python - "$root/$card_sample" <<'PY'
-import sys
-from ase.io import read, write
-frames, seen = [], {}
-for atoms in read("sige-pbe-test.xyz", ":"):
-    kind = atoms.info.get("config_type")
-    if seen.get(kind, 0) < 3:
-        seen[kind] = seen.get(kind, 0) + 1
-        frames.append(atoms)
-write(sys.argv[1], frames, format="extxyz")
-PY
+        python "$here/card_sample.py" sige-pbe-test.xyz "$root/$card_sample"
     fi
 fi
 

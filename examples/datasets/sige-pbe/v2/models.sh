@@ -64,17 +64,7 @@ if want data; then
     python -m mlip data card "$v2.xyz" -o "$here/sige-pbe-v2.card.json" \
         --markdown "$here/sige-pbe-v2.card.md" --overwrite
     if [ ! -f "$card_sample" ]; then  # kept in the repository: 3 test frames per kind
-        python - "$v2-test.xyz" "$card_sample" <<'PY'
-import sys
-from ase.io import read, write
-frames, seen = [], {}
-for atoms in read(sys.argv[1], ":"):
-    kind = atoms.info.get("config_type")
-    if seen.get(kind, 0) < 3:
-        seen[kind] = seen.get(kind, 0) + 1
-        frames.append(atoms)
-write(sys.argv[2], frames, format="extxyz")
-PY
+        python "$here/../card_sample.py" "$v2-test.xyz" "$card_sample"
     fi
 fi
 
