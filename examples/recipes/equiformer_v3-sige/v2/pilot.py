@@ -25,7 +25,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
-V1 = "models/pretrained/equiformer_v3-sige.safetensors"
+V1 = "examples/datasets/sige-pbe/v2/learn/pretrained.safetensors"  # the shipped v1 model, frozen
 TEACHER = "examples/recipes/equiformer_v3-sige/v2/teacher-run/best.safetensors"
 #: name → (init_from, learning rate, training file's suffix): "-replay" adds v1's periodic training
 #: structures without a v2 label, weighted for forces only (assemble.py)
