@@ -47,7 +47,8 @@ def load_initial_weights(potential, source: str, grow: bool = False) -> None:
                              f"model ({n_mine}); a model can only be grown deeper")
         mine_hp["num_layers"] = theirs_hp["num_layers"]  # the one difference allowed
     for key in EVALUATION_ONLY:
-        mine_hp.pop(key, None), theirs_hp.pop(key, None)
+        mine_hp.pop(key, None)
+        theirs_hp.pop(key, None)
     _refuse_differences(f"init_from {source!r}", (
         ("architecture", potential.architecture, start.architecture),
         ("species", potential.atomic_numbers.tolist(), start.atomic_numbers.tolist()),

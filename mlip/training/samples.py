@@ -69,8 +69,8 @@ WEIGHT_KEYS = ("config_weight", "config_energy_weight", "config_forces_weight", 
 
 def loss_weights(sample, where: str = "") -> Tuple[float, float, float]:
     """The frame's loss weights of energy, forces and stress (:data:`WEIGHT_KEYS` in its info, each 1 when
-    absent): e.g. 0 for the energy of a label whose energy is known to be off by a constant (another
-    k-point mesh) while its forces are good. ValueError for a weight that is not a finite number ≥ 0."""
+    absent): e.g. 0 for the energy and stress of a label made on a coarser k-point mesh, which carry the
+    mesh's cell-dependent error, while its forces are good. ValueError for a weight that is not a finite number ≥ 0."""
     info = atoms_of(sample).info
     values = []
     for key in WEIGHT_KEYS:
