@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from mlip.workflows.model_card.measure import KEYS, UNIT, training_throughput
 from mlip.workflows.model_card.quotes import PHONON_TARGET_THZ
-from mlip.workflows.model_card.targets import property_met, property_target_text, targets_section
+from mlip.workflows.model_card.targets import property_met, property_target_text, target_rows
 
 #: the three quantities of every error table, in order
 QUANTITIES = ("energy", "forces", "stress")
@@ -120,7 +120,7 @@ def dft_section(dft: dict | None) -> list:
         others = "".join("— | " if row["beside"].get(name) is None else f"{row['beside'][name]:.4g} | "
                          for name in beside)
         lines.append(f"| {row['label']} ({row['unit']}) | {value:.4g} | {others}{shown_ref} | {diff} | "
-                     f"{target or '—'} | {'—' if met is None else ('yes' if met else 'no')} |")
+                     f"{target or '—'} | {_yes_no(met)} |")
     targets = dft.get("phonon_targets_THz", PHONON_TARGET_THZ)
     for element, mae in sorted(dft["phonon_frequency_mae_THz"].items(), key=lambda item: item[0] != "Si"):
         target = targets.get(element)
@@ -134,6 +134,30 @@ def dft_section(dft: dict | None) -> list:
     if source and any(row["key"].startswith("kappa.") for row in dft["properties"]):
         lines += ["", *wrap(f"κ: no DFT third-order force constants here (too costly); the published range: "
                             f"{source}.")]
+    return lines + [""]
+
+
+def _yes_no(met) -> str:
+    """A target met (True), missed (False) or not judged (None), for a table."""
+    return "—" if met is None else ("yes" if met else "no")
+
+
+def targets_section(data: dict) -> list:
+    """The card's "Targets" section (Markdown lines): one row per target, met, missed or not measured,
+    and the count of each; [] without a targets file."""
+    rows = target_rows(data)
+    if not rows:
+        return []
+    spec = data["targets_file"]
+    met = sum(row["met"] is True for row in rows)
+    missed = sum(row["met"] is False for row in rows)
+    lines = ["## Targets", "",
+             *wrap(f"The targets of {spec['source']}: {met} met, {missed} missed, "
+                   f"{len(rows) - met - missed} not measured, of {len(rows)}. The numbers come from the "
+                   "sections below (test errors in float64; crystal properties against DFT)."
+                   + (f" {spec['note']}." if spec.get("note") else "")), "",
+             "| target | this model | met |", "|---|---|---|"]
+    lines += [f"| {row['what']} {row['target']} | {row['value']} | {_yes_no(row['met'])} |" for row in rows]
     return lines + [""]
 
 

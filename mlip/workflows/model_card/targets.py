@@ -1,4 +1,5 @@
-"""A model's targets read from a file, and the card's table of every target met or missed.
+"""A model's targets read from a file, and whether the card's numbers meet them (the rows of its
+``## Targets`` section, :func:`.markdown.targets_section`).
 
 A targets file (JSON) states what a model is asked to reach, e.g. an issue's table
 (``examples/recipes/equiformer_v3-sige/v2/targets.json``)::
@@ -124,10 +125,6 @@ def property_target_text(row: dict) -> Optional[str]:
     return None
 
 
-def _yes_no(met: Optional[bool]) -> str:
-    return "—" if met is None else ("yes" if met else "no")
-
-
 def target_rows(data: dict) -> List[dict]:
     """Every target of a card's ``targets_file`` entry beside what the card measured: dictionaries with
     ``target`` (words), ``value`` (words) and ``met`` (True, False, or None: not measured)."""
@@ -182,24 +179,3 @@ def target_rows(data: dict) -> List[dict]:
                      "value": "not measured" if mae is None else f"{mae:.3g} THz",
                      "met": None if mae is None else mae <= target})
     return rows
-
-
-def targets_section(data: dict) -> List[str]:
-    """The card's "Targets" section (Markdown lines): one row per target, met, missed or not measured,
-    and the count of each; [] without a targets file."""
-    rows = target_rows(data)
-    if not rows:
-        return []
-    from mlip.workflows.model_card.markdown import wrap
-
-    spec = data["targets_file"]
-    met = sum(row["met"] is True for row in rows)
-    missed = sum(row["met"] is False for row in rows)
-    lines = ["## Targets", "",
-             *wrap(f"The targets of {spec['source']}: {met} met, {missed} missed, "
-                   f"{len(rows) - met - missed} not measured, of {len(rows)}. The numbers come from the "
-                   "sections below (test errors in float64; crystal properties against DFT)."
-                   + (f" {spec['note']}." if spec.get("note") else "")), "",
-             "| target | this model | met |", "|---|---|---|"]
-    lines += [f"| {row['what']} {row['target']} | {row['value']} | {_yes_no(row['met'])} |" for row in rows]
-    return lines + [""]
