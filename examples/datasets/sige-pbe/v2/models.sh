@@ -13,8 +13,9 @@
 #             (examples/recipes/<model>/v2/finetune.yaml, plateau-ended), SESSION minutes (default 150) per
 #             call on THREADS threads (default 1); the run folders are committed and continue anywhere. The
 #             step ends a model when its run has stopped (the plateau rule's decay done)
-#   mace      MACE trained on the same v2 training file for as many minutes as the EquiformerV3 fine-tuning
-#             took; errors and MD-step cost of all three, one run
+#   mace      MACE trained on the same training file (the -replay one: MACE reads its config_*_weight
+#             keys too) for as many minutes as the EquiformerV3 fine-tuning took; errors and MD-step cost
+#             of all three, one run
 #   validate  both models, SevenNet-0 and CHGNet against GPAW at converged k-points (the cache of
 #             ../dft-validation, filled by dft_validation.py --converged under mpiexec), κ(300 K) of all,
 #             one run in FOUNDATION_PYTHON (a Python with this package, phonopy, phono3py, sevenn and
@@ -102,7 +103,7 @@ if want mace && [ ! -f "$work/mace/mace_baseline.json" ]; then
     minutes=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))[-1]['minutes'])" \
         examples/recipes/equiformer_v3-sige/v2/finetune-run/metrics.json)
     say "mace: MACE $minutes min on the v2 training file, then errors and MD-step cost of all three"
-    python benchmarks/accuracy/mace_baseline.py --train "$v2-train.xyz" --test "$v2-test.xyz" \
+    python benchmarks/accuracy/mace_baseline.py --train "$v2-train-replay.xyz" --test "$v2-test.xyz" \
         --minutes "$minutes" --mace-python "$mace_python" --md-cells si-ge --threads 2 --out "$work/mace" \
         --mace-extra="$mace_loss" --ours "$(shipped equiformer_v3-sige)" --ours "$(shipped platonic-sige)"
 fi
