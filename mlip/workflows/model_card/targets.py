@@ -142,8 +142,8 @@ def target_rows(data: dict) -> List[dict]:
     if near:
         measured = data["test"].get("near_equilibrium") or {}
         mae = (measured.get("metrics") or {}).get(KEYS["forces"])
-        rows.append({"what": f"test force MAE, near equilibrium ({', '.join(near['config_types'])}; "
-                             f"{measured.get('n', 0)} structures)",
+        counted = f"; {measured['n']} structures" if measured else ""
+        rows.append({"what": f"test force MAE, near equilibrium ({', '.join(near['config_types'])}{counted})",
                      "target": f"≤ {near['forces']:g} meV/Å",
                      "value": "—" if mae is None else f"{mae:.3g} meV/Å",
                      "met": None if mae is None else mae <= near["forces"]})
