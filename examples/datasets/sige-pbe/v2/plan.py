@@ -2,6 +2,7 @@
 rule, in order of value, in tranches that are each a complete labelled file.
 
     python examples/datasets/sige-pbe/v2/plan.py            # the tranche files (once) and the reused labels
+    python examples/datasets/sige-pbe/v2/plan.py --test-first 2   # the next tranches begin with the test part
     bash examples/datasets/sige-pbe/v2/label.sh             # resumable, under mpiexec; hours to days
 
 The rule (docs/data.md, "The k-point convergence study"): a Γ-centred mesh of density 8 Å⁻¹, the study's
@@ -26,6 +27,11 @@ What v1 lacks (``additions.xyz`` from additions.py: MD snapshots of crystals at 
 β-Sn path) joins the order as two more kinds. When it appears after labelling has started, the tranches
 with labels are kept as they are and the rest is planned again with it.
 
+``--test-first N`` plans the tranches not yet started again, beginning with up to N unlabelled structures
+of the test part per kind (v1's test split; the additions' test part from assemble.py): on 2026-12-06 the
+v2 test file had 4 periodic structures of 4 kinds, too few to rank a recipe or judge a target, so
+tranche-02 begins with 2 test structures of each of the 12 periodic kinds (24), then the value order.
+
 The order is cut into tranches of :data:`TRANCHE` structures (``tranche-01.xyz``, ...), labelled one after
 another into one results folder, so that each finished tranche is written as a labelled file and a
 stopped run loses at most the calculation in progress.
@@ -36,7 +42,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -145,15 +151,63 @@ def write_tranches(order: List, first_number: int) -> None:
             path.unlink()
 
 
-def main() -> None:
+def test_first(order: List, test_ids: set, per_kind: int, labelled: set) -> Tuple[List, List]:
+    """(first, rest): up to ``per_kind`` structures of each kind whose id is in ``test_ids`` (the test
+    part) and not ``labelled``, in their order in ``order``, kinds in :data:`WEIGHTS`' order; then the rest
+    of ``order``."""
+    picked = []
+    for kind in WEIGHTS:
+        picked += [a for a in order if a.info.get("config_type") == kind and str(a.info["id"]) in test_ids
+                   and str(a.info["id"]) not in labelled][:per_kind]
+    ids = {id(a) for a in picked}
+    return picked, [a for a in order if id(a) not in ids]
+
+
+def test_ids(work: Path, additions: List) -> set:
+    """The ids of v1's test part (``work/sige-pbe-test.xyz``) and of the additions' (assemble.py's split)."""
     from ase.io import read
 
+    from assemble import additions_parts  # this folder's
+
+    path = work / "sige-pbe-test.xyz"
+    if not path.is_file():
+        sys.exit(f"{path} is missing: build v1's split first "
+                 "(STEPS=data bash examples/datasets/sige-pbe/models.sh)")
+    ids = {str(a.info["id"]) for a in read(path, ":")}
+    return ids | {key for key, part in additions_parts(additions).items() if part == "test"}
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    from ase.io import read
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--test-first", type=int, default=0, metavar="N",
+                        help="plan the tranches not yet started again, beginning with up to N unlabelled "
+                             "structures of the test part per kind (so that the test file measures every "
+                             "kind early)")
+    args = parser.parse_args(argv)
     structures = read(SET / "sige-structures.xyz", ":")
     additions = read(HERE / "additions.xyz", ":") if (HERE / "additions.xyz").exists() else []
     run = HERE / "run"
     reused = reuse_study_labels(structures, run)
     existing = {path: read(path, ":") for path in sorted(HERE.glob("tranche-*.xyz"))}
     planned = {str(a.info["id"]) for frames in existing.values() for a in frames}
+    if args.test_first:
+        from mlip.workflows.labelling import labelled_frames
+
+        kept = started_tranches(existing, run)
+        kept_ids = {str(a.info["id"]) for path in kept for a in existing[path]}
+        rest = [a for path in existing if path not in kept for a in existing[path]]
+        done, _, _ = labelled_frames([a for frames in existing.values() for a in frames], run)
+        labelled = {str(a.info["id"]) for a in done} | kept_ids
+        first, rest = test_first(rest, test_ids(SET / "work", additions), args.test_first, labelled)
+        write_tranches(first + rest, len(kept) + 1)
+        print(f"{len(kept)} tranche(s) kept; tranche-{len(kept) + 1:02d} begins with {len(first)} test "
+              f"structures ({', '.join(sorted({a.info['config_type'] for a in first}))}); "
+              f"{len(first) + len(rest)} planned")
+        return
     if existing and all(str(a.info["id"]) in planned for a in additions):
         print(f"{len(reused)} labels reused from the k-point study; the tranche files exist and are kept")
         return
