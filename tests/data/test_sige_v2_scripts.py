@@ -89,6 +89,24 @@ def test_value_order_takes_the_additions_in_turns(plan, additions):
     assert sorted(a.info["id"] for a in order) == sorted(a.info["id"] for a in structures)
 
 
+def test_test_first_puts_unlabelled_test_structures_of_every_kind_first(plan):
+    """plan.py --test-first: up to N test-split structures per kind that have no label yet, kinds in the
+    plan's order, each in its order in the plan; then everything else, nothing lost or doubled."""
+    from ase.build import bulk
+
+    def frame(kind, k):
+        atoms = bulk("Si", "diamond", a=5.43)
+        atoms.info = {"config_type": kind, "id": f"{kind}-{k}"}
+        return atoms
+
+    order = [frame(kind, k) for k in range(4) for kind in ("vacancy", "prototype")]
+    test = {"prototype-1", "prototype-2", "prototype-3", "vacancy-0", "vacancy-3"}
+    first, rest = plan.test_first(order, test, 2, labelled={"prototype-1"})
+    assert [a.info["id"] for a in first] == ["prototype-2", "prototype-3", "vacancy-0", "vacancy-3"]
+    assert [a.info["id"] for a in first + rest][4:] == [a.info["id"] for a in order
+                                                       if a.info["id"] not in {a.info["id"] for a in first}]
+
+
 def test_noise_compares_v1_with_v2_and_removes_a_constant_per_element(tmp_path):
     """noise.py: one row per structure labelled in both runs (not failed); a constant per element between
     the two codes' settings is no noise (the isolated-atom references absorb it), what is left per
