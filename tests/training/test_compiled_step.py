@@ -180,7 +180,7 @@ def test_loss_weights_scale_each_frames_terms_in_both_forms(batches):
     config = tiny_config()
     args = dict(config.model)
     potential = create_model(args.pop("name"), seed=0, **args).double()
-    chunk = [s for s in batches[0]]
+    chunk = list(batches[0])
     graph = mlip.batch_atoms([atoms_of(s) for s in chunk], potential.cutoff, dtype=torch.float64)
     out = potential(graph, compute_forces=True, compute_stress=True)
     plain = loss_sums(out, batch_targets(chunk, torch.float64, "cpu"), 0.7, config)

@@ -52,6 +52,16 @@ def property_scalars(properties: Dict[str, Any], prefix: str = "") -> Dict[str, 
     return out
 
 
+def property_targets(key: str, targets: dict) -> Dict[str, float]:
+    """The row keys of a crystal property's target from a targets file's entry
+    (:func:`.targets.read_targets`): ``target_percent`` or ``target_absolute``, or for κ
+    ``target_percent_of_published``; {} when the file sets none for ``key``."""
+    if key.startswith("kappa."):
+        percent = targets.get("kappa_percent_of_published")
+        return {} if percent is None else {"target_percent_of_published": percent}
+    return {f"target_{kind}": value for kind, value in targets["properties"].get(key, {}).items()}
+
+
 def quote_dft_validation(path: Path, method: str | None, command: str, targets: dict | None = None,
                          beside: Sequence[str] = ()) -> dict:
     """The card's ``dft_validation`` entry from a ``dft_validation.json``: for each of
@@ -82,11 +92,9 @@ def quote_dft_validation(path: Path, method: str | None, command: str, targets: 
         row = {"key": key, "label": label, "unit": unit, "target_percent": target, "model": mine[key],
                "reference": ref.get(key)}
         if targets is not None:
-            row["target_percent"] = None
-            own = targets["properties"].get(key, {})
-            row.update({f"target_{kind}": value for kind, value in own.items()})
-            if key.startswith("kappa.") and "kappa_percent_of_published" in targets:
-                row["target_percent_of_published"] = targets["kappa_percent_of_published"]
+            row["target_percent"] = None  # the file's targets replace the defaults
+            row.update(property_targets(key, targets))
+            if "target_percent_of_published" in row:
                 row["published"] = published.get(key.split(".")[1])
         if beside:
             row["beside"] = {name: theirs[name].get(key) for name in beside}

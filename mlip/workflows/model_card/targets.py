@@ -149,7 +149,7 @@ def target_rows(data: dict) -> List[dict]:
                      "met": None if mae is None else mae <= near["forces"]})
     dft = data.get("dft_validation") or {}
     quoted = {row["key"]: row for row in dft.get("properties", [])}
-    from mlip.workflows.model_card.quotes import DFT_PROPERTIES
+    from mlip.workflows.model_card.quotes import DFT_PROPERTIES, property_targets
 
     wanted = [key for key, *_ in DFT_PROPERTIES
               if key in spec.get("properties", {})
@@ -159,9 +159,7 @@ def target_rows(data: dict) -> List[dict]:
         label, unit = labels[key]
         row = quoted.get(key)
         if row is None:
-            text = (f"within {spec['kappa_percent_of_published']:g} % of the published range"
-                    if key.startswith("kappa.") else property_target_text(
-                        {"unit": unit, **{f"target_{k}": v for k, v in spec["properties"][key].items()}}))
+            text = property_target_text({"unit": unit, **property_targets(key, spec)})
             rows.append({"what": label, "target": text, "value": "not measured", "met": None})
             continue
         ref = row.get("reference")
