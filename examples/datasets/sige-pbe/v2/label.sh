@@ -10,11 +10,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 ranks=${RANKS:-2}
+# OpenMPI pins a lone rank to core 0: two one-rank jobs side by side would share that core
+bind=(); [ "$ranks" = 1 ] && bind=(--bind-to none)
 mkdir -p "$here/labelled"
 for tranche in "$here"/tranche-*.xyz; do
     name=$(basename "$tranche")
     [ -f "$here/labelled/$name" ] && continue
     echo "== $(date +%H:%M:%S) $name"
-    nice -n "${NICE:-0}" mpiexec -n "$ranks" gpaw python -m mlip data label "$tranche" --calculator gpaw \
+    nice -n "${NICE:-0}" mpiexec "${bind[@]}" -n "$ranks" gpaw python -m mlip data label "$tranche" --calculator gpaw \
         --setting kpoint_density_per_inv_A=8.0 --out-dir "$here/run" -o "$here/labelled/$name" --no-progress
 done

@@ -34,10 +34,12 @@ done
 [ -f "$learn/pretrained.safetensors" ] || cp "$teacher" "$learn/pretrained.safetensors"
 [ -f "$learn/seeds.xyz" ] || python examples/datasets/sige-pbe/v2/learn_seeds.py
 resume=()
+# OpenMPI pins a lone rank to core 0: two one-rank jobs side by side would share that core
+bind=""; [ "${RANKS:-2}" = 1 ] && bind="--bind-to none "
 [ -f "$learn/run/learn.json" ] && resume=(--resume)
 nice -n "${NICE:-0}" mlip learn "$learn/initial.xyz" --heldout "$learn/heldout.xyz" --seeds "$learn/seeds.xyz" \
     --out-dir "$learn/run" --oracle gpaw --setting kpoint_density_per_inv_A=8.0 \
-    --oracle-launcher "mpiexec -n ${RANKS:-2} gpaw python" \
+    --oracle-launcher "mpiexec ${bind}-n ${RANKS:-2} gpaw python" \
     --model examples/recipes/equiformer_v3-sige/v2/committee.yaml \
     --finetune-from "$learn/pretrained.safetensors" \
     --committee 3 --epochs 30 --finetune-epochs 15 --label-budget "${BUDGET:-20}" --per-iteration 5 \
