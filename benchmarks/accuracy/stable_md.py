@@ -23,8 +23,9 @@ Protocol (issue 57, item 5), for each temperature T:
   first peak, first minimum and the coordination number (4πρ ∫ r² g(r) dr up to the first minimum),
   beside the published values of :data:`LITERATURE`.
 
-MD on one CPU thread costs about 0.1 s per step for a 216-atom EquiformerV3 step; 50 ps at 2 fs is
-25,000 steps per temperature: hours. The segments make it resumable across sessions.
+MD on one CPU thread costs about 0.3 s of CPU per step for a 216-atom EquiformerV3 of the Si–Ge recipe
+(float32; measured 2026-12-06, nearly all of it the model's matrix products); 50 ps at 2 fs is 25,000
+steps per temperature: about two hours of one core, more beside other work. The segments make it resumable across sessions.
 """
 
 from __future__ import annotations
