@@ -26,10 +26,12 @@ constant, phonons and κ):
   strain, atoms relaxed in the strained cell; the clamped-ion value too) of the 2-atom diamond cell
   at the method's own lattice constant, central differences;
 * ``phonons``: phonopy (:func:`mlip.workflows.phonons.harmonic.run_phonons`) at the method's own lattice
-  constant, ``--phonon-supercell`` × the 2-atom primitive cell (3: 54 atoms, one displacement, less the
-  forces on the undisplaced supercell), band path frequencies; every method uses the same supercell, so
-  the supercell is not sized by a model's cutoff (the DFT force constants fold periodic images in the
-  same way);
+  constant, ``--phonon-supercell`` × the 2-atom primitive cell (3: 54 atoms, one displacement), band path
+  frequencies; every method uses the same supercell, so the supercell is not sized by a model's cutoff
+  (the DFT force constants fold periodic images in the same way). The undisplaced supercell is not
+  computed: every atom of ideal diamond sits on a site whose symmetry forbids a force (GPAW's largest
+  force there at density 2.5: 3e-5 eV/Å for Si, 5e-5 for Ge, 0.05 % of the displaced atom's), and on
+  GPAW's converged mesh it would cost as much as the displaced supercell itself;
 * ``vacancy``: formation energy E(N−1) − (N−1)/N · E(N) in ``--vacancy-supercell``³ conventional
   cells (2: 64 sites), unrelaxed and relaxed (atoms only, fixed cell, no symmetry breaking);
 * ``surface``: (100) surface energy (E_slab − N·e_bulk)/(2A) of a symmetric ``--slab-layers`` slab
@@ -42,7 +44,10 @@ Every evaluation (energy, forces, stress of one structure) is cached in
 ``OUT/cache/<method key>/results/<structure id>.json`` (:mod:`mlip.workflows.sharding`'s atomic
 writes), the method key a hash of its settings (GPAW) or weights (models): a killed run resumes where
 it stopped (relaxations replay from the cache), and a run for a new model recomputes only the model's
-part (``--cache-only gpaw`` refuses to start a GPAW calculation). Under MPI every rank computes, rank
+part (``--cache-only gpaw`` refuses to start a GPAW calculation). A GPAW structure of
+:data:`CHECKPOINT_MIN_ATOMS` atoms or more also writes its SCF to ``OUT/checkpoints/<method key>/``
+every few steps (:mod:`mlip.workflows.gpaw_checkpoint`; gigabytes, not to be committed), so a kill in
+the middle of an hours-long supercell loses minutes, not the supercell. Under MPI every rank computes, rank
 0 reads the cache and tells the others, and only rank 0 writes. ``OUT/dft_validation.json`` holds
 every property per method and each method minus the reference (``--reference``, default gpaw), and
 per property and element the k-point meshes its structures were computed on, their number and their
@@ -116,6 +121,10 @@ class Sizes:
 
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+#: GPAW structures of at least this many atoms (the phonon supercells, the vacancy cells) are computed with
+#: SCF checkpoints in ``OUT/checkpoints`` (hours each on the converged mesh; a killed run goes on from the
+#: last checkpoint)
+CHECKPOINT_MIN_ATOMS = 32
 #: ``--converged``: the GPAW settings of each property that differ from the dataset's (v1) rule, chosen by
 #: measuring whether the property moves on a denser mesh (docs/accuracy.md, "GPAW at converged k-points"):
 #: density 8 where it moves by half of issue 55's tolerance or more; a property not named here moved by
@@ -230,13 +239,19 @@ class CachedCalculator(Calculator):
     that structure instead, so that every structure of a scan gets one k-point mesh (the densest the
     scan needs): the dataset's rule makes the mesh of each cell, and Si's 5³ and 6³ meshes differ by
     tens of meV/atom, a step in E(V) or in the stress of a strained cell. The mesh is part of the
-    cache key."""
+    cache key.
+
+    ``checkpoints``: a folder where the SCF of a structure of at least :data:`CHECKPOINT_MIN_ATOMS` atoms
+    is written every few steps (:func:`mlip.workflows.gpaw_checkpoint.label_with_checkpoints`), so that a
+    run killed in the middle of a supercell that takes hours goes on from there."""
 
     implemented_properties = ["energy", "free_energy", "forces", "stress"]
 
-    def __init__(self, method: Method, folder: Path, ranks: Ranks, cache_only: bool = False):
+    def __init__(self, method: Method, folder: Path, ranks: Ranks, cache_only: bool = False,
+                 checkpoints: Optional[Path] = None):
         super().__init__()
         self.method, self.folder, self.ranks, self.cache_only = method, Path(folder), ranks, cache_only
+        self.checkpoints = None if checkpoints is None else Path(checkpoints)
         self.parameters = {"method": method.key}
         self.counts = {"computed": 0, "cached": 0, "compute_s": 0.0}
         self._inner, self._inner_key = None, None
@@ -280,7 +295,12 @@ class CachedCalculator(Calculator):
             raise LookupError(f"{self.method.name}: structure {item} ({bare.get_chemical_formula()}) is not "
                               f"in the cache {self.folder} and --cache-only forbids computing it")
         t0 = time.perf_counter()
-        record = label_atoms(bare, self._inner_for(bare))
+        if self.checkpoints is not None and len(bare) >= CHECKPOINT_MIN_ATOMS:
+            from mlip.workflows.gpaw_checkpoint import label_with_checkpoints
+
+            record = label_with_checkpoints(bare, self._inner_for(bare), self.checkpoints / f"{item}.gpw")
+        else:
+            record = label_atoms(bare, self._inner_for(bare))
         self.counts["computed"] += 1
         self.counts["compute_s"] += time.perf_counter() - t0
         if self.ranks.writer:
@@ -532,7 +552,9 @@ def prop_phonons(ctx: Context, element: str) -> Dict[str, Any]:
     from mlip.workflows.phonons import PhononSettings, run_phonons
 
     n = ctx.sizes.phonon_supercell
-    settings = PhononSettings(supercell=n, relax=False, mesh=ctx.sizes.phonon_mesh)
+    # no undisplaced supercell: ideal diamond has no force on any atom by symmetry (module docstring)
+    settings = PhononSettings(supercell=n, relax=False, mesh=ctx.sizes.phonon_mesh,
+                              subtract_residual_forces=False)
     result = run_phonons(diamond(element, ctx.lattice[element]), ctx.calc, settings, progress=ctx.progress)
     frequencies = np.concatenate(result.band_frequencies)
     return {"supercell": n, "n_supercell_atoms": result.n_supercell_atoms,
@@ -661,7 +683,8 @@ def run_method(method: Method, elements: Sequence[str], properties: Sequence[str
     """Every property of ``properties`` for ``method`` (the lattice stage always: the others build on its
     lattice constants); a failed property records its error. ``start``: :func:`start_cells`; ``only``:
     the (property, element) pairs to compute, where not all (the lattice stage is run all the same)."""
-    calc = CachedCalculator(method, out / "cache" / method.key, ranks, cache_only)
+    calc = CachedCalculator(method, out / "cache" / method.key, ranks, cache_only,
+                            checkpoints=out / "checkpoints" / method.key if method.name == "gpaw" else None)
     ctx = Context(method, calc, sizes, out, progress, start)
     results: Dict[str, Any] = {p: {} for p in properties}
     every, first = list(elements), [elements[0]]
