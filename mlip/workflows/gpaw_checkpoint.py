@@ -9,7 +9,7 @@ precision: single-precision wave functions are not orthonormal enough to go on f
 for the same structure reads it and goes on from there: GPAW restarts only its convergence test, so the
 resumed SCF takes two or three steps more than the rest of an uninterrupted one would have, and its
 labels agree with an uninterrupted run's within the SCF tolerance (checked in the tests). The recorded
-wall time includes the time spent before the kill (``path`` with ``.json``: seconds and steps so far).
+wall time includes the time spent before the kill (``path`` + ``.json``: seconds and steps so far).
 Both files are removed once the labels are in.
 
 A checkpoint of a different structure (another cell, other atoms or positions) is not taken up: it is
@@ -18,7 +18,7 @@ hook; any other calculator labels as :func:`mlip.workflows.labelling.label_atoms
 checkpoints.
 
 Size: the wave functions of every irreducible k-point, e.g. about 6 GB for 54 Ge atoms at 400 eV on a
-6³ mesh; keep the folder out of version control (``*.gpw`` is ignored).
+6³ mesh; keep the folder out of version control (``*.gpw`` and ``*.gpw.json*`` are ignored).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, Tuple, Union
 
 import numpy as np
 
@@ -58,18 +58,20 @@ def _resume(path: Path, atoms):
 
 
 def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
-                           every_steps: int = EVERY_STEPS) -> Dict[str, Any]:
-    """:func:`mlip.workflows.labelling.label_atoms`' record of ``atoms`` by the GPAW ``calculator``,
-    written to ``path`` (a ``.gpw`` file) every ``every_steps`` SCF steps and resumed from it when a
-    checkpoint of the same structure is there (the module docstring). Under MPI every rank calls it."""
+                           every_steps: int = EVERY_STEPS) -> Tuple[Dict[str, Any], Any]:
+    """(:func:`mlip.workflows.labelling.label_atoms`' record of ``atoms`` by the GPAW ``calculator``,
+    the calculator that finished it): the SCF written to ``path`` (a ``.gpw`` file) every
+    ``every_steps`` steps and resumed from it when a checkpoint of the same structure is there (the
+    module docstring; the calculator returned is then the one read from it, with the converged state
+    for whatever else is asked of it, such as the band gap). Under MPI every rank calls it."""
     from mlip.workflows.labelling import label_atoms
 
     if not hasattr(calculator, "hooks"):
-        return label_atoms(atoms, calculator)
+        return label_atoms(atoms, calculator), calculator
     from gpaw.mpi import world
 
     path = Path(path)
-    meta = path.with_suffix(".json")
+    meta = path.with_name(path.name + ".json")
     part = path.with_name(path.stem + ".part.gpw")
     before, steps_before = 0.0, 0
     resumed = _resume(path, atoms)
@@ -107,7 +109,7 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
         for stale in (path, meta, part):
             stale.unlink(missing_ok=True)
     world.barrier()
-    return record
+    return record, calculator
 
 
 __all__ = ["EVERY_STEPS", "label_with_checkpoints"]

@@ -15,7 +15,9 @@ The calculator is named by a :class:`Labeller`:
 * ``gpaw``: GPAW with the fixed settings of the package's first-principles datasets
   (:data:`GPAW_PBE_SETTINGS`: PBE, plane waves, Γ-centred Monkhorst–Pack with a fixed k-point
   density, Fermi–Dirac smearing, tight SCF); run it under MPI as ``mpiexec -n 2 gpaw python -m mlip
-  data label ...``: every rank computes, rank 0 writes;
+  data label ...``: every rank computes, rank 0 writes. Its SCF is written to ``OUT_DIR/checkpoints``
+  every few steps (:mod:`mlip.workflows.gpaw_checkpoint`), so a killed run loses minutes of the
+  structures in flight, not the structures: the next run goes on from there;
 * ``chgnet``: the CHGNet 0.3.0 foundation potential shipped in ``chgnet`` (extra ``teacher``), a
   teacher for distillation: its labels imitate the Materials Project's PBE/PBE+U energies with the
   MP2020 corrections (:data:`CHGNET_LABEL_NOTE`, written into every frame as ``label_note``); the
@@ -77,6 +79,10 @@ CHGNET_SETTINGS: Dict[str, Any] = {"model": "0.3.0", "use_device": "cpu", "on_is
 CHGNET_LABEL_NOTE = ("CHGNet 0.3.0 predictions (a model trained on MPtrj: PBE and PBE+U of the Materials "
                      "Project with the MP2020 energy corrections), not DFT; energy: total eV per cell")
 
+#: the folder of a labelling run (beside ``results``) where GPAW keeps the SCF of the structures it is on
+#: (:mod:`mlip.workflows.gpaw_checkpoint`; gigabytes at most, ignored by git, emptied as labels finish)
+CHECKPOINTS = "checkpoints"
+
 #: per-frame keys of the labels in the files :func:`write_labelled` writes
 LABEL_KEYS = {"energy": "REF_energy", "forces": "REF_forces", "stress": "REF_stress"}
 
@@ -108,15 +114,28 @@ def gpaw_calculator(atoms, settings: Dict[str, Any], mesh: Optional[Sequence[int
     )
 
 
-def gpaw_label(atoms, settings: Dict[str, Any]) -> Dict[str, Any]:
+def gpaw_label(atoms, settings: Dict[str, Any], checkpoint: Optional[Union[str, Path]] = None) -> Dict[str, Any]:
     """GPAW's labels of ``atoms`` (:func:`label_atoms`' record) under ``settings``, with
     ``label_details``: the k-point mesh and, for a periodic structure, the band gap on it. With
     ``metal_kpoint_density_per_inv_A`` set, a periodic structure found metallic (gap at most
     ``metal_gap_eV``) is labelled again on the metal mesh, whose labels are kept (the details then name
-    both meshes and the first gap; the wall time is both calculations')."""
+    both meshes and the first gap; the wall time is both calculations'). With ``checkpoint`` (a ``.gpw``
+    path) the SCF is written there every few steps and a killed label goes on from it
+    (:mod:`mlip.workflows.gpaw_checkpoint`; the metal mesh's beside it, ``.metal.gpw``)."""
+
+    def label(calc, path):
+        """(record, the calculator that finished it: a resumed label's is the checkpoint's)"""
+        if path is None:
+            return label_atoms(atoms, calc), calc
+        from mlip.workflows.gpaw_checkpoint import label_with_checkpoints
+
+        record, calc = label_with_checkpoints(atoms, calc, path)
+        record.pop("resumed_after_scf_steps", None)  # a label is the same whether or not it was resumed
+        return record, calc
+
+    checkpoint = None if checkpoint is None else Path(checkpoint)
     first_mesh = _settings_mesh(atoms, settings)
-    calc = gpaw_calculator(atoms, settings, mesh=first_mesh)
-    record = label_atoms(atoms, calc)
+    record, calc = label(gpaw_calculator(atoms, settings, mesh=first_mesh), checkpoint)
     details: Dict[str, Any] = {"kpoint_mesh": list(first_mesh)}
     if atoms.pbc.any():
         details["band_gap_eV"] = band_edges(calc)["gap_eV"]
@@ -128,7 +147,8 @@ def gpaw_label(atoms, settings: Dict[str, Any]) -> Dict[str, Any]:
                  "kpoint_even": bool(settings.get("metal_kpoint_even", False))}
         mesh = _settings_mesh(atoms, metal)
         seconds = record["wall_time_s"]
-        record = label_atoms(atoms, gpaw_calculator(atoms, metal, mesh=mesh))
+        record, _ = label(gpaw_calculator(atoms, metal, mesh=mesh),
+                          None if checkpoint is None else checkpoint.with_suffix(".metal.gpw"))
         record["wall_time_s"] += seconds
         details.update({"metal": True, "first_kpoint_mesh": list(first_mesh), "kpoint_mesh": list(mesh)})
     elif metal_density:
@@ -143,18 +163,24 @@ class Labeller:
     fresh one where the settings depend on the cell, as GPAW's k-points do; otherwise one instance
     shared by every structure); ``provenance`` is written into every labelled frame;
     ``label(atoms)`` gives a structure's labels (:func:`label_atoms` on ``make(atoms)`` unless the
-    calculator labels in a way of its own, e.g. GPAW again on a denser mesh for a metal)."""
+    calculator labels in a way of its own, e.g. GPAW again on a denser mesh for a metal);
+    ``label(atoms, checkpoint=PATH)`` lets a calculator that can (GPAW) write its unfinished state there
+    and go on from it after a kill (others ignore it)."""
 
     name: str
     version: str
     settings: Dict[str, Any]
     make: Callable[[Any], Any] = field(repr=False)
     note: str = ""  #: what the labels are (e.g. a teacher's, not DFT): ``label_note`` in every frame
-    custom_label: Optional[Callable[[Any], Dict[str, Any]]] = field(default=None, repr=False)
+    custom_label: Optional[Callable[..., Dict[str, Any]]] = field(default=None, repr=False)
+    #: whether ``custom_label`` takes ``checkpoint=PATH``
+    checkpoints: bool = False
 
-    def label(self, atoms) -> Dict[str, Any]:
+    def label(self, atoms, checkpoint: Optional[Union[str, Path]] = None) -> Dict[str, Any]:
         """The labels of ``atoms`` (:func:`label_atoms`' record)."""
         if self.custom_label is not None:
+            if self.checkpoints and checkpoint is not None:
+                return self.custom_label(atoms, checkpoint=checkpoint)
             return self.custom_label(atoms)
         return label_atoms(atoms, self.make(atoms))
 
@@ -236,7 +262,8 @@ def labeller(spec: str, settings: Optional[Dict[str, Any]] = None) -> Labeller:
         full = _full_settings("gpaw", settings, GPAW_PBE_SETTINGS, "dft", "labelling with GPAW",
                               optional=GPAW_KPOINT_OPTIONS)
         return Labeller("gpaw", _version("gpaw"), full, lambda atoms: gpaw_calculator(atoms, full),
-                        custom_label=lambda atoms: gpaw_label(atoms, full))
+                        custom_label=lambda atoms, checkpoint=None: gpaw_label(atoms, full, checkpoint),
+                        checkpoints=True)
     if spec == "chgnet":
         return _chgnet_labeller(settings)
     if spec.count(":") == 1 and all(spec.split(":")):
@@ -322,7 +349,10 @@ def label_structures(structures: Sequence, labeller: Labeller, out_dir: Union[st
     provenance = labeller.provenance
 
     def compute(item_id: str, atoms) -> Dict[str, Any]:
-        return {**labeller.label(atoms), **provenance}
+        # a calculator that can (GPAW) keeps its unfinished SCF in out_dir/checkpoints: a killed run's
+        # next start goes on from there instead of from the structure's beginning
+        checkpoint = Path(out_dir) / CHECKPOINTS / f"{item_id}.gpw" if labeller.checkpoints else None
+        return {**labeller.label(atoms, checkpoint=checkpoint), **provenance}
 
     costs = [float(len(atoms)) ** 2 for _, atoms in items]
     return run_sharded(items, compute, out_dir, costs=costs, n_shards=n_shards, shard_index=shard_index,

@@ -23,8 +23,9 @@ def _gpaw():
                      occupations=gpaw.FermiDirac(0.1), convergence={"energy": 1e-6, "forces": 1e-4}, txt=None)
 
 
-class Killed(Exception):
-    pass
+class Killed(KeyboardInterrupt):
+    """A kill in the middle of an SCF (a labelling run records an ordinary exception as a failed label
+    and goes on; an interrupt stops it, as a kill does)."""
 
 
 def test_a_killed_gpaw_scf_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
@@ -43,8 +44,9 @@ def test_a_killed_gpaw_scf_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(Killed):
         label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
     monkeypatch.setattr(gpaw_checkpoint.os, "replace", real_replace)
-    assert path.is_file() and json.loads(path.with_suffix(".json").read_text())["steps"] == 2
-    resumed = label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
+    assert path.is_file() and json.loads(path.with_name("cell.gpw.json").read_text())["steps"] == 2
+    resumed, calc = label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
+    assert calc.get_fermi_level() < 10  # the calculator that finished it, with its converged state
     assert resumed["resumed_after_scf_steps"] == 2
     assert resumed["energy"] == pytest.approx(straight["energy"], abs=1e-5)
     assert np.abs(np.subtract(resumed["forces"], straight["forces"])).max() < 2e-4
@@ -64,7 +66,7 @@ def test_checkpoints_do_not_change_the_labels_and_another_structure_is_not_resum
     calc.write(str(path), mode="all")
     assert gpaw_checkpoint._resume(path, _cell()) is None and gpaw_checkpoint._resume(path, other) is not None
     straight = label_atoms(_cell(), _gpaw())
-    checked = label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
+    checked, _ = label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
     assert "resumed_after_scf_steps" not in checked
     assert checked["energy"] == pytest.approx(straight["energy"], abs=1e-8)
     assert np.abs(np.subtract(checked["forces"], straight["forces"])).max() < 1e-6
@@ -76,6 +78,39 @@ def test_a_calculator_without_the_hook_labels_as_before(tmp_path):
 
     atoms = bulk("Cu", "fcc", a=3.6).repeat(2)
     atoms.rattle(0.02, seed=0)
-    record = label_with_checkpoints(atoms, EMT(), tmp_path / "cu.gpw")
+    record, _ = label_with_checkpoints(atoms, EMT(), tmp_path / "cu.gpw")
     assert record["energy"] == pytest.approx(label_atoms(atoms, EMT())["energy"])
     assert not list(tmp_path.iterdir())
+
+
+def test_mlip_data_label_goes_on_from_a_gpaw_checkpoint(tmp_path, monkeypatch):
+    """A GPAW labelling run killed in the middle of a structure: the next run takes its SCF up again from
+    run/checkpoints, and the labels are those of an uninterrupted run."""
+    pytest.importorskip("gpaw", reason="GPAW is the optional extra 'dft'")
+    from mlip.workflows.labelling import CHECKPOINTS, label_structures, labeller, write_labelled
+
+    cheap = labeller("gpaw", {"ecut_eV": 200.0, "kpoint_density_per_inv_A": 1.5})
+    assert cheap.checkpoints
+    cell = _cell()
+    straight = label_atoms(cell, cheap.make(cell))
+    real_replace = gpaw_checkpoint.os.replace
+
+    def replace_then_die(src, dst):
+        real_replace(src, dst)
+        if str(dst).endswith(".gpw.json"):
+            raise Killed
+
+    monkeypatch.setattr(gpaw_checkpoint.os, "replace", replace_then_die)
+    with pytest.raises(Killed):
+        label_structures([cell], cheap, tmp_path / "run", progress=False)
+    monkeypatch.setattr(gpaw_checkpoint.os, "replace", real_replace)
+    kept = list((tmp_path / "run" / CHECKPOINTS).glob("*.gpw"))
+    assert len(kept) == 1 and not list((tmp_path / "run").glob("results/*.json"))  # no label yet
+    assert label_structures([cell], cheap, tmp_path / "run", progress=False)["computed"] == 1
+    assert not list((tmp_path / "run" / CHECKPOINTS).iterdir())
+    assert write_labelled([cell], tmp_path / "run", tmp_path / "l.xyz")[:3] == (1, [], [])
+    from ase.io import read
+
+    frame = read(tmp_path / "l.xyz")
+    assert frame.info["REF_energy"] == pytest.approx(straight["energy"], abs=1e-5)
+    assert np.abs(frame.arrays["REF_forces"] - np.asarray(straight["forces"])).max() < 2e-4
