@@ -298,7 +298,8 @@ class CachedCalculator(Calculator):
         if self.checkpoints is not None and len(bare) >= CHECKPOINT_MIN_ATOMS:
             from mlip.workflows.gpaw_checkpoint import label_with_checkpoints
 
-            record, _ = label_with_checkpoints(bare, self._inner_for(bare), self.checkpoints / f"{item}.gpw")
+            record, _ = label_with_checkpoints(bare, self._inner_for(bare), self.checkpoints / f"{item}.gpw",
+                                               label_atoms)
         else:
             record = label_atoms(bare, self._inner_for(bare))
         self.counts["computed"] += 1

@@ -27,7 +27,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Tuple, Union
+from typing import Any, Callable, Dict, Tuple, Union
 
 import numpy as np
 
@@ -58,14 +58,15 @@ def _resume(path: Path, atoms):
 
 
 def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
+                           label_atoms: Callable[[Any, Any], Dict[str, Any]],
                            every_steps: int = EVERY_STEPS) -> Tuple[Dict[str, Any], Any]:
-    """(:func:`mlip.workflows.labelling.label_atoms`' record of ``atoms`` by the GPAW ``calculator``,
-    the calculator that finished it): the SCF written to ``path`` (a ``.gpw`` file) every
-    ``every_steps`` steps and resumed from it when a checkpoint of the same structure is there (the
-    module docstring; the calculator returned is then the one read from it, with the converged state
-    for whatever else is asked of it, such as the band gap). Under MPI every rank calls it."""
-    from mlip.workflows.labelling import label_atoms
-
+    """(``label_atoms(atoms, calculator)``'s record, e.g.
+    :func:`mlip.workflows.labelling.label_atoms`', of ``atoms`` by the GPAW ``calculator``, the
+    calculator that finished it): the SCF written to ``path`` (a ``.gpw`` file) every ``every_steps``
+    steps and resumed from it when a checkpoint of the same structure is there (the module docstring;
+    the calculator returned is then the one read from it, with the converged state for whatever else is
+    asked of it, such as the band gap). The record's ``wall_time_s`` must be there; it gains the time
+    before a kill. Under MPI every rank calls it."""
     if not hasattr(calculator, "hooks"):
         return label_atoms(atoms, calculator), calculator
     from gpaw.mpi import world

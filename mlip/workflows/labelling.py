@@ -129,7 +129,7 @@ def gpaw_label(atoms, settings: Dict[str, Any], checkpoint: Optional[Union[str, 
             return label_atoms(atoms, calc), calc
         from mlip.workflows.gpaw_checkpoint import label_with_checkpoints
 
-        record, calc = label_with_checkpoints(atoms, calc, path)
+        record, calc = label_with_checkpoints(atoms, calc, path, label_atoms)
         record.pop("resumed_after_scf_steps", None)  # a label is the same whether or not it was resumed
         return record, calc
 

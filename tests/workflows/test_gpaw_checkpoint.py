@@ -42,10 +42,10 @@ def test_a_killed_gpaw_scf_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gpaw_checkpoint.os, "replace", replace_then_die)
     with pytest.raises(Killed):
-        label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
+        label_with_checkpoints(_cell(), _gpaw(), path, label_atoms, every_steps=2)
     monkeypatch.setattr(gpaw_checkpoint.os, "replace", real_replace)
     assert path.is_file() and json.loads(path.with_name("cell.gpw.json").read_text())["steps"] == 2
-    resumed, calc = label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
+    resumed, calc = label_with_checkpoints(_cell(), _gpaw(), path, label_atoms, every_steps=2)
     assert calc.get_fermi_level() < 10  # the calculator that finished it, with its converged state
     assert resumed["resumed_after_scf_steps"] == 2
     assert resumed["energy"] == pytest.approx(straight["energy"], abs=1e-5)
@@ -66,7 +66,7 @@ def test_checkpoints_do_not_change_the_labels_and_another_structure_is_not_resum
     calc.write(str(path), mode="all")
     assert gpaw_checkpoint._resume(path, _cell()) is None and gpaw_checkpoint._resume(path, other) is not None
     straight = label_atoms(_cell(), _gpaw())
-    checked, _ = label_with_checkpoints(_cell(), _gpaw(), path, every_steps=2)
+    checked, _ = label_with_checkpoints(_cell(), _gpaw(), path, label_atoms, every_steps=2)
     assert "resumed_after_scf_steps" not in checked
     assert checked["energy"] == pytest.approx(straight["energy"], abs=1e-8)
     assert np.abs(np.subtract(checked["forces"], straight["forces"])).max() < 1e-6
@@ -78,7 +78,7 @@ def test_a_calculator_without_the_hook_labels_as_before(tmp_path):
 
     atoms = bulk("Cu", "fcc", a=3.6).repeat(2)
     atoms.rattle(0.02, seed=0)
-    record, _ = label_with_checkpoints(atoms, EMT(), tmp_path / "cu.gpw")
+    record, _ = label_with_checkpoints(atoms, EMT(), tmp_path / "cu.gpw", label_atoms)
     assert record["energy"] == pytest.approx(label_atoms(atoms, EMT())["energy"])
     assert not list(tmp_path.iterdir())
 
