@@ -25,7 +25,8 @@ Protocol (issue 57, item 5), for each temperature T:
 
 MD on one CPU thread costs about 0.3 s of CPU per step for a 216-atom EquiformerV3 of the Si–Ge recipe
 (float32; measured 2026-12-06, nearly all of it the model's matrix products); 50 ps at 2 fs is 25,000
-steps per temperature: about two hours of one core, more beside other work. The segments make it resumable across sessions.
+steps per temperature: about two hours of one core, more beside other work. The segments make it
+resumable across sessions.
 """
 
 from __future__ import annotations

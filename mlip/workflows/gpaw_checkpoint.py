@@ -71,6 +71,8 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
         return label_atoms(atoms, calculator), calculator
     from gpaw.mpi import world
 
+    from mlip.io import write_json
+
     path = Path(path)
     meta = path.with_name(path.name + ".json")
     part = path.with_name(path.stem + ".part.gpw")
@@ -93,9 +95,7 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
         calculator.write(str(part), mode="all")
         if world.rank == 0:
             os.replace(part, path)
-            text = json.dumps({"seconds": before + time.perf_counter() - t0, "steps": steps_before + steps[0]})
-            meta.with_name(meta.name + ".part").write_text(text)
-            os.replace(meta.with_name(meta.name + ".part"), meta)
+            write_json(meta, {"seconds": before + time.perf_counter() - t0, "steps": steps_before + steps[0]})
         world.barrier()
 
     calculator.hooks["scf_step"] = checkpoint
