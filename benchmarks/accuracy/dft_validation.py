@@ -121,6 +121,22 @@ class Sizes:
 
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def portable(path: Any) -> str:
+    """A path as the report records it: relative to the working folder or the repository where it lies
+    inside one, else its name alone, never an absolute path of the machine that ran it."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    for base in (Path.cwd(), REPOSITORY):
+        try:
+            return str(p.resolve().relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return p.name
+
+
 #: GPAW structures of at least this many atoms (the phonon supercells, the vacancy cells) are computed with
 #: SCF checkpoints in ``OUT/checkpoints`` (hours each on the converged mesh; a killed run goes on from the
 #: last checkpoint)
@@ -225,8 +241,10 @@ def model_method(spec: str) -> Method:
 
     calc = resolve_calculator(spec, device="cpu", dtype="float64")
     name = method_name(spec) if os.path.exists(spec) else spec.split(":")[-1]
+    label = describe_model(calc, spec)
     return Method(name, model_fingerprint(calc), lambda atoms: calc,
-                  {"calculator": describe_model(calc, spec), "model": spec})
+                  {"calculator": portable(label) if os.path.exists(spec) and label == str(Path(spec)) else label,
+                   "model": portable(spec) if os.path.exists(spec) else spec})
 
 
 class CachedCalculator(Calculator):
@@ -293,7 +311,7 @@ class CachedCalculator(Calculator):
             return record
         if self.cache_only:
             raise LookupError(f"{self.method.name}: structure {item} ({bare.get_chemical_formula()}) is not "
-                              f"in the cache {self.folder} and --cache-only forbids computing it")
+                              f"in the cache {portable(self.folder)} and --cache-only forbids computing it")
         t0 = time.perf_counter()
         if self.checkpoints is not None and len(bare) >= CHECKPOINT_MIN_ATOMS:
             from mlip.workflows.gpaw_checkpoint import label_with_checkpoints
@@ -653,7 +671,7 @@ def prop_kappa(ctx: Context, element: str) -> Dict[str, Any]:
     kappa = result.kappa_average  # None when the workflow stopped (imaginary modes, broken symmetry)
     return {"computed": True, "status": result.status,
             "kappa_300K_W_per_mK": None if kappa is None else float(kappa[0]), "mesh": result.mesh,
-            "folder": str(folder)}
+            "folder": portable(folder)}
 
 
 def start_cells(path: Path, method: str = "gpaw") -> Dict[Any, Any]:
@@ -708,8 +726,10 @@ def run_method(method: Method, elements: Sequence[str], properties: Sequence[str
             else:
                 value = globals()[f"prop_{prop}"](ctx, element)
             line = summary(prop, value)
-        except Exception as err:  # recorded; the other properties go on
-            value = {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+        except Exception as err:  # recorded in one line (the traceback, with its paths, goes to stderr)
+            value = {"error": f"{type(err).__name__}: {err}"}
+            if not isinstance(err, LookupError) and ranks.writer:
+                traceback.print_exc()
             line = "FAILED " + value["error"]
         results.setdefault(prop, {})[element] = value
         stages.setdefault(prop, {})[element] = calc.stage_account()
@@ -1026,7 +1046,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     start = start_cells(Path(start_from)) if start_from else None
     report: Dict[str, Any] = {"benchmark": "dft_validation", "elements": list(args.elements),
                               "properties": list(args.properties), "sizes": asdict(sizes),
-                              "reference": reference, "start_from": start_from,
+                              "reference": reference,
+                              "start_from": None if start_from is None else portable(start_from),
                               "literature": LITERATURE, "methods": {}, "differences": {}}
     json_path, png_path = out / "dft_validation.json", out / "dft_validation.png"
     for method in methods:

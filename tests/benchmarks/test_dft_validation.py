@@ -134,6 +134,17 @@ def test_cache_only_refuses_to_compute(dv, tmp_path):
                       *TINY])
     error = report["methods"]["emt"]["properties"]["lattice"]["Cu"]["error"]
     assert error.startswith("LookupError") and "--cache-only" in error
+    # the error is one line, and the report names no path of this machine (the output folder is absolute)
+    assert "traceback" not in report["methods"]["emt"]["properties"]["lattice"]["Cu"]
+    assert str(tmp_path) not in (tmp_path / "dft_validation.json").read_text()
+
+
+def test_paths_are_recorded_relative_to_the_working_folder(dv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert dv.portable(tmp_path / "run" / "kappa") == str(Path("run") / "kappa")
+    assert dv.portable("run/kappa") == "run/kappa"
+    assert dv.portable(dv.REPOSITORY / "benchmarks" / "x.json") == str(Path("benchmarks") / "x.json")
+    assert dv.portable("/elsewhere/models/a.safetensors") == "a.safetensors"
 
 
 def test_an_mlip_model_runs_through_mlip_calculator(dv, tmp_path):

@@ -328,7 +328,9 @@ def test_no_card_or_record_holds_a_path_of_the_machine_that_made_it():
     absolute = re.compile(r"(?<![\w./-])/(?:work|tmp|home|root|Users|mnt|scratch)/[^\s\"']*")
     records = CARDS + sorted((ROOT / "benchmarks" / "results").glob("*.json")) + sorted(
         (ROOT / "examples" / "recipes").glob("**/*-run/*.json")) + sorted(
-        (ROOT / "examples").glob("**/learn.json"))
+        (ROOT / "examples").glob("**/learn.json")) + sorted(
+        (ROOT / "examples" / "datasets").glob("*/dft-validation/*.json")) + sorted(
+        (ROOT / "examples" / "datasets").glob("*/v2/learn/gain/*.json"))
     for record in records:
         found = absolute.findall(record.read_text(encoding="utf-8"))
         assert not found, f"{record.relative_to(ROOT)} names {found[0]}"

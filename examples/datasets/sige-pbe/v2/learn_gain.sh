@@ -6,8 +6,11 @@
 #
 #   bash examples/datasets/sige-pbe/v2/learn_gain.sh [OUT]     # default examples/datasets/sige-pbe/work/v2/learn-gain
 #
-# Writes OUT/dft_validation.json (methods iteration-0 and iteration-K) and its plot; minutes of CPU (κ by
-# phono3py for both models). Needs phonopy and phono3py (pip install '.[phonons]').
+# Works in OUT (ignored by git: the models' copies, the cache, phono3py's folders) and keeps its report,
+# dft_validation.json (methods iteration-0 and iteration-K) and the plot, in learn/gain/ (committed);
+# minutes of CPU (κ by phono3py for both models). Needs phonopy and phono3py (pip install '.[phonons]').
+# A property GPAW has not computed at converged settings yet (the cache of ../dft-validation) has the
+# models' values and no difference.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
@@ -31,3 +34,8 @@ cp -r examples/datasets/sige-pbe/dft-validation/cache "$out/"
 python benchmarks/accuracy/dft_validation.py --out "$out" --converged --cache-only gpaw \
     --model "$out/models/iteration-0.safetensors" --model "$out/models/iteration-$k.safetensors" \
     --elements Si Ge --properties lattice phases elastic phonons vacancy surface kappa --no-progress
+record=examples/datasets/sige-pbe/v2/learn/gain
+mkdir -p "$record"
+cp "$out/dft_validation.json" "$record/dft_validation.json"
+[ -f "$out/dft_validation.png" ] && cp "$out/dft_validation.png" "$record/dft_validation.png"
+echo "learn_gain.sh: the report is in $record"
