@@ -179,7 +179,12 @@ def report(out: Path, temperatures: List[float], ps: float) -> Dict:
         records = [json.loads(p.read_text()) for p in sorted(folder.glob("segment-*.json"))]
         nvt = [r for r in records if r["stage"] == "nvt"]
         nve = [r for r in records if r["stage"] == "nve"]
-        row = {"nvt_ps": sum(r["steps"] * r["timestep_fs"] for r in nvt) / 1000, "nvt_ps_asked": ps,
+        elapsed, segments = 0.0, []  # each segment's closest pair, at the simulated time it ends (ps)
+        for r in records:
+            elapsed += r["steps"] * r["timestep_fs"] / 1000
+            segments.append({"stage": r["stage"], "end_ps": elapsed, "closest_pair_A": r["closest_pair_A"]})
+        row = {"segments": segments,
+               "nvt_ps": sum(r["steps"] * r["timestep_fs"] for r in nvt) / 1000, "nvt_ps_asked": ps,
                "closest_pair_A": min((r["closest_pair_A"] for r in nvt + nve), default=None),
                "mean_temperature_K": float(np.mean([r["mean_temperature_K"] for r in nvt])) if nvt else None}
         if nve:
@@ -207,25 +212,37 @@ def report(out: Path, temperatures: List[float], ps: float) -> Dict:
 
 
 def plot(summary: Dict, path: str, model: str) -> None:
+    """Left: the liquid's g(r) beside the published coordination numbers; right: the closest pair of every
+    segment against simulated time, each temperature, with the :data:`MIN_DISTANCE` line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    name = f"{Path(model).parent.name}/{Path(model).stem}" if Path(model).suffix else model
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
     for t, row in summary["temperatures"].items():
         if "liquid" in row:
             liq = row["liquid"]
-            ax.plot(liq["r"], liq["g"], label=f"{model}, {t} K ({liq['averaged_ps']:.0f} ps): coordination "
+            ax.plot(liq["r"], liq["g"], label=f"{name}, {t} K ({liq['averaged_ps']:.0f} ps): coordination "
                                               f"{liq['coordination']:.2f}")
             ax.axvline(liq["first_minimum_A"], color="grey", lw=0.8, ls=":")
-    for name, values in LITERATURE.items():
-        ax.plot([], [], " ", label=f"{name.split(',')[0]}: coordination {values['coordination']}")
+        segments = row.get("segments", [])
+        if segments:
+            bx.plot([q["end_ps"] for q in segments], [q["closest_pair_A"] for q in segments], ".-", lw=0.8,
+                    label=f"{t} K ({', '.join(dict.fromkeys(q['stage'] for q in segments))})")
+    for label, values in LITERATURE.items():
+        ax.plot([], [], " ", label=f"{label.split(',')[0]}: coordination {values['coordination']}")
     ax.set_xlabel("r (Å)")
     ax.set_ylabel("g(r)")
     ax.set_xlim(1.5, R_MAX)
     ax.legend(fontsize=7)
     ax.set_title("liquid silicon, 216 atoms, NVT")
+    bx.axhline(MIN_DISTANCE, color="red", lw=0.8, ls="--", label=f"{MIN_DISTANCE} Å")
+    bx.set_xlabel("simulated time (ps)")
+    bx.set_ylabel("closest pair in the segment (Å)")
+    bx.legend(fontsize=7)
+    bx.set_title(f"{name}: closest pair per 1-ps segment")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -269,7 +286,9 @@ def main(argv: Optional[List[str]] = None) -> int:
               + (f"; liquid: first peak {liquid['first_peak_A']:.2f} Å, minimum {liquid['first_minimum_A']:.2f} "
                  f"Å, coordination {liquid['coordination']:.2f}" if liquid else ""))
     if args.json:
-        Path(args.json).write_text(json.dumps({k: v for k, v in summary.items()}, indent=1))
+        from mlip.io import write_json
+
+        write_json(args.json, summary)
     if args.plot:
         plot(summary, args.plot, args.model)
     return 0
