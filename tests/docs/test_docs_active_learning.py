@@ -63,7 +63,8 @@ def test_the_learning_curve_table_quotes_the_records():
     assert first["curves"]["random"] == second["curves"]["random"][:2]  # the same runs, and one more
     assert second["settings"]["trust_hi"] == 1.0
     text = DOC.read_text(encoding="utf-8")
-    rows = [line for line in text.splitlines() if re.match(r"^\| \d+ \| \d", line)]
+    section = text[text.index("**What selection by uncertainty buys**"):]
+    rows = [line for line in section.splitlines() if re.match(r"^\| \d+ \| \d", line)]
 
     def runs(record, strategy, labels):
         return [next(p for p in curve if p["labels"] == labels)["forces_mae_meV_per_A"]
@@ -82,3 +83,24 @@ def test_the_learning_curve_table_quotes_the_records():
             assert cell == f"{100 * reduction:.0f} %".replace("-", "−"), (row, reduction)
     words = " ".join(text.split())
     assert f"reaches {second['ceiling']['forces_mae_meV_per_A']:.1f} meV/Å on the held-out set" in words
+
+
+def test_the_sige_loop_table_quotes_each_iterations_metrics():
+    """"What the loop bought on Si–Ge": each iteration's labels, training structures, exploration
+    uncertainties (eV/Å, to 0.001), held-out force MAE (meV/Å, to 0.1), energy MAE (meV/atom, to 0.1) and
+    rank correlation (to 0.01), as its ``metrics.json`` records them."""
+    run = ROOT / "examples" / "datasets" / "sige-pbe" / "v2" / "learn" / "run"
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("### What the loop bought on Si–Ge"):text.index("### Stable simulation")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if re.match(r"^\| \d+ \| \d+ \| \d+ \|", line)]
+    assert [int(r[0]) for r in rows] == list(range(len(rows))) and len(rows) >= 3
+    for cells in rows:
+        metrics = json.loads((run / f"iter-{int(cells[0]):03d}" / "metrics.json").read_text())
+        held = metrics["heldout"]
+        assert int(cells[1]) == metrics["labels"] and int(cells[2]) == metrics["n_train"], cells
+        if metrics["iteration"] > 0:
+            assert cells[3] == f"{metrics['max_uncertainty']:.3f} / {metrics['median_uncertainty']:.3f}"
+        assert float(cells[4]) == round(held["forces_mae_meV_per_A"], 1), cells
+        assert float(cells[5]) == round(held["energy_mae_meV_per_atom"], 1), cells
+        assert float(cells[6]) == round(held["rank_correlation"], 2), cells
