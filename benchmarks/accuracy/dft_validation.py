@@ -241,10 +241,11 @@ def model_method(spec: str) -> Method:
 
     calc = resolve_calculator(spec, device="cpu", dtype="float64")
     name = method_name(spec) if os.path.exists(spec) else spec.split(":")[-1]
-    label = describe_model(calc, spec)
+    label, is_file = describe_model(calc, spec), os.path.exists(spec)
+    if is_file and label == str(Path(spec)):  # an unnamed checkpoint is described by its path
+        label = portable(spec)
     return Method(name, model_fingerprint(calc), lambda atoms: calc,
-                  {"calculator": portable(label) if os.path.exists(spec) and label == str(Path(spec)) else label,
-                   "model": portable(spec) if os.path.exists(spec) else spec})
+                  {"calculator": label, "model": portable(spec) if is_file else spec})
 
 
 class CachedCalculator(Calculator):

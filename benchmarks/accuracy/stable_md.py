@@ -242,7 +242,7 @@ def plot(summary: Dict, path: str, model: str) -> None:
     bx.set_xlabel("simulated time (ps)")
     bx.set_ylabel("closest pair in the segment (Å)")
     bx.legend(fontsize=7)
-    bx.set_title(f"{name}: closest pair per 1-ps segment")
+    bx.set_title(f"{name}: closest pair per segment")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
