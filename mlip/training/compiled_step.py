@@ -26,7 +26,6 @@ import warnings
 from typing import Dict, Optional
 
 import torch
-import torch._dynamo
 
 from mlip.calculators.compiled_network import (CompileFallbackWarning, attention_radius, eager_inputs,
                                                first_line, warm_up)
@@ -89,7 +88,9 @@ class CompiledStep:
             species, attention_edges = eager_inputs(self.potential, graph, self.attention_cutoff)
             scale = torch.tensor(self.scale, dtype=graph.positions.dtype, device=graph.positions.device)
             try:
-                with torch._dynamo.config.patch(trace_autograd_ops=True, fail_on_recompile_limit_hit=True), \
+                from torch import _dynamo  # here, not at import: 1.5 s that only compiling needs
+
+                with _dynamo.config.patch(trace_autograd_ops=True, fail_on_recompile_limit_hit=True), \
                         torch.fx.experimental._config.patch(use_duck_shape=False):
                     loss, gradients = self.compiled(graph, species, attention_edges, target, scale)
             except Exception as err:  # the compiler's failure; a genuine error repeats in the eager step
