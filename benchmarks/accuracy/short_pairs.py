@@ -9,7 +9,8 @@ failed either by a model whose repulsion is too soft, which better data fixes, o
 thermal tail reaches that close with the physics right. For each structure of ``--data`` with a pair of
 ``--element`` atoms closer than ``--below`` Å (images included), the shortest such pair i–j and the
 force that pushes the two apart, ``b = (F_j − F_i)·u / 2`` with ``u`` the unit vector from i to j (eV/Å;
-> 0: repulsive), from the labels (``REF_forces`` or ``forces``) and from each model (float64). Reported
+> 0: repulsive), from the labels (:func:`mlip.data.read_dataset`: ``forces`` or ``REF_forces``) and
+from each model (float64). Reported
 per ``config_type`` and over all: the number of pairs, the mean label ``b``, and each model's mean and
 mean absolute difference from it, and the mean difference relative to the mean label; a model too soft
 at short range has a negative difference.
@@ -42,12 +43,6 @@ def bond_force(forces: np.ndarray, i: int, j: int, u: np.ndarray) -> float:
     return float(np.dot(forces[j] - forces[i], u) / 2)
 
 
-def label_forces(atoms) -> np.ndarray:
-    if "REF_forces" in atoms.arrays:
-        return np.asarray(atoms.arrays["REF_forces"], dtype=float)
-    return np.asarray(atoms.get_forces(), dtype=float)
-
-
 def model_label(spec: str) -> str:
     """A model's name in the report: a shipped name, or a checkpoint's folder and stem (iter-002/member-0)."""
     path = Path(spec)
@@ -56,22 +51,23 @@ def model_label(spec: str) -> str:
 
 def measure(models: Sequence[str], files: Sequence[Path], element: str, below: float) -> Dict:
     from ase.data import atomic_numbers
-    from ase.io import read
 
     import mlip
+    from mlip.data import read_dataset
 
     z = atomic_numbers[element]
     calcs = {model_label(str(m)): mlip.load_calculator(str(m), device="cpu", dtype="float64") for m in models}
     pairs: List[Dict] = []
     for path in files:
-        for atoms in read(str(path), ":"):
+        for sample in read_dataset(path):  # the labels wherever the file keeps them (forces, REF_forces)
+            atoms = sample.atoms
             found = shortest_pair(atoms, z, below)
             if found is None:
                 continue
             i, j, d, u = found
             row = {"file": Path(path).name, "id": atoms.info.get("id"),
                    "config_type": atoms.info.get("config_type", "unknown"), "distance_A": d,
-                   "label": bond_force(label_forces(atoms), i, j, u), "models": {}}
+                   "label": bond_force(sample.forces, i, j, u), "models": {}}
             for name, calc in calcs.items():
                 copy = atoms.copy()
                 copy.calc = calc
@@ -108,7 +104,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     missing = [str(f) for f in args.data if not f.is_file()]
     if missing:
         raise SystemExit(f"short_pairs: no such file {missing[0]}")
-    result = {**measure(args.model, args.data, args.element, args.below), "date": time.strftime("%Y-%m-%d")}
+    try:
+        measured = measure(args.model, args.data, args.element, args.below)
+    except ValueError as err:  # a frame without labels, an unknown model
+        raise SystemExit(f"short_pairs: {err}") from None
+    result = {**measured, "date": time.strftime("%Y-%m-%d")}
     for group, entry in result["summary"].items():
         diffs = ", ".join(f"{m} {v['mean_difference_eV_per_A']:+.2f} "
                           f"({v['relative_difference_percent']:+.1f} %)" for m, v in entry["models"].items())

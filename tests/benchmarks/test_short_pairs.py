@@ -45,6 +45,7 @@ def test_a_model_is_compared_with_the_labels_it_is_scored_on(script, tmp_path):
         atoms = _compressed_copper(d)
         atoms.calc = EMT()
         atoms.arrays["REF_forces"] = atoms.get_forces()
+        atoms.info["REF_energy"] = atoms.get_potential_energy()
         atoms.calc = None
         atoms.info.update(config_type="compressed" if d < 2.2 else "rattled", id=f"cu-{k}")
         frames.append(atoms)
@@ -67,3 +68,9 @@ def test_a_model_is_compared_with_the_labels_it_is_scored_on(script, tmp_path):
 def test_a_missing_file_is_one_line(script, tmp_path):
     with pytest.raises(SystemExit, match="no such file"):
         script.main(["--model", "embedded-atom-emt", "--data", str(tmp_path / "nothing.xyz")])
+
+
+def test_a_frame_without_labels_is_one_line(script, tmp_path):
+    write(tmp_path / "bare.xyz", [_compressed_copper(2.0)], format="extxyz")
+    with pytest.raises(SystemExit, match="no energy label"):
+        script.main(["--model", "embedded-atom-emt", "--data", str(tmp_path / "bare.xyz"), "--element", "Cu"])
