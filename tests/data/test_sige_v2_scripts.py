@@ -205,3 +205,33 @@ def test_what_the_loop_labelled_joins_v2_train_only_from_gpaw_on_the_v2_rule(tmp
         (run / "learn.json").write_text(json.dumps(record))
         with pytest.raises(SystemExit, match="not GPAW on the v2 rule"):
             assemble.loop_frames(run)
+
+
+def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
+    """spend.py: a result's recorded seconds count once, in the stage that computed it (a label reused
+    from another stage does not count again), a failed calculation records none, and an unfinished
+    calculation counts its checkpoint's seconds so far, apart."""
+    import json
+
+    def write(path, record):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record))
+
+    write(tmp_path / "study/results/a.json", {"id": "a", "energy": -1.0, "wall_time_s": 3600.0})
+    write(tmp_path / "study/results/b.json", {"id": "b", "energy": -1.0, "wall_time_s": 1800.0})
+    write(tmp_path / "labels/results/a.json", {"id": "a", "energy": -1.0, "wall_time_s": 3600.0,
+                                               "label_details": {"from": "study/results/a.json"}})
+    write(tmp_path / "labels/results/c.json", {"id": "c", "failed": "no convergence"})
+    write(tmp_path / "labels/results/d.json", {"id": "d", "energy": -1.0, "wall_time_s": 900.0})
+    write(tmp_path / "labels/checkpoints/e.gpw.json", {"seconds": 7200.0, "steps": 3})
+    write(tmp_path / "validation/x/results/p.json", {"seconds": 360.0})
+    stages = {"study": ("study/results", None), "labels": ("labels/results", "labels/checkpoints"),
+              "validation": ("validation/*/results", None)}
+    with _load("spend.py") as spend:
+        rows = spend.spend(tmp_path, stages)
+        text = spend.table(rows)
+    assert rows["study"] == {"results": 2, "hours": 1.5, "unfinished": 0, "unfinished_hours": 0.0}
+    assert rows["labels"] == {"results": 1, "hours": 0.25, "unfinished": 1, "unfinished_hours": 2.0}
+    assert rows["validation"]["hours"] == pytest.approx(0.1)
+    assert rows["total"] == {"results": 4, "hours": pytest.approx(1.85), "unfinished": 1, "unfinished_hours": 2.0}
+    assert "| **total** | 4 | **1.9** | 1 (2.0) |" in text

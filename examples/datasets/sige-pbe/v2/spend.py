@@ -1,0 +1,99 @@
+"""What issue 55's first-principles work has cost so far, per stage, from the times its results record.
+
+    python examples/datasets/sige-pbe/v2/spend.py [--json benchmarks/results/sige-v2-dft-spend.json]
+
+Every GPAW result of the issue records the wall time of its calculation (``wall_time_s`` of a labelling
+result, ``seconds`` of a validation result or of an unfinished calculation's checkpoint). A result reused
+from another stage (``label_details.from``: a v2 label taken from the k-point study) is counted once, where
+it was computed. The sum of wall times is an upper bound on the machine time spent: a job beside others
+ran slower, so its hours overlap theirs (two one-rank jobs side by side for an hour add two hours of one
+hour of the machine); only a two-rank job alone counts its hour exactly. The issue's budget is about 40
+hours of the 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Dict, Iterable, Tuple
+
+HERE = Path(__file__).resolve().parent
+SET = HERE.parent
+
+#: stage → (folder of results, folder of unfinished calculations' checkpoints), relative to the set
+STAGES = {
+    "k-point study (item 1)": ("kpoint-study/results", "kpoint-study/checkpoints"),
+    "v2 labels (item 2)": ("v2/run/results", "v2/run/checkpoints"),
+    "active-learning labels (v2 rule)": ("v2/learn/run/iter-*/labels/results", "v2/learn/run/iter-*/labels/checkpoints"),
+    "validation checks of the mesh (item 3)": ("dft-validation/kpoint-checks/cache/*/results", None),
+    "converged validation (item 3)": ("dft-validation/cache/gpaw-e62970e9655c/results",
+                                      "dft-validation/checkpoints/*"),
+}
+
+
+def _files(root: Path, pattern: str | None, suffix: str) -> Iterable[Path]:
+    if pattern is None:
+        return []
+    return sorted(p for p in root.glob(f"{pattern}/*{suffix}") if p.is_file())
+
+
+def stage_seconds(root: Path, results: str, checkpoints: str | None) -> Tuple[int, float, int, float]:
+    """(results counted, their seconds, unfinished calculations, their seconds so far) of one stage."""
+    n, seconds = 0, 0.0
+    for path in _files(root, results, ".json"):
+        record = json.loads(path.read_text())
+        details = record.get("label_details")
+        if isinstance(details, dict) and details.get("from"):
+            continue  # computed by another stage, counted there
+        wall = record.get("wall_time_s", record.get("seconds"))
+        if wall is None:
+            continue  # a failed calculation records no time
+        n += 1
+        seconds += float(wall)
+    m, so_far = 0, 0.0
+    for path in _files(root, checkpoints, ".gpw.json"):
+        m += 1
+        so_far += float(json.loads(path.read_text()).get("seconds", 0.0))
+    return n, seconds, m, so_far
+
+
+def spend(root: Path = SET, stages: Dict[str, tuple] = STAGES) -> Dict[str, Dict[str, float]]:
+    """Per stage: ``results``, ``hours`` (theirs), ``unfinished``, ``unfinished_hours``; and a ``total`` row."""
+    out = {}
+    for name, (results, checkpoints) in stages.items():
+        n, seconds, m, so_far = stage_seconds(root, results, checkpoints)
+        out[name] = {"results": n, "hours": seconds / 3600, "unfinished": m, "unfinished_hours": so_far / 3600}
+    out["total"] = {key: sum(row[key] for row in out.values())
+                    for key in ("results", "hours", "unfinished", "unfinished_hours")}
+    return out
+
+
+def table(rows: Dict[str, Dict[str, float]]) -> str:
+    lines = ["| stage | results | wall hours | unfinished (hours so far) |", "|---|---|---|---|"]
+    for name, row in rows.items():
+        bold = "**" if name == "total" else ""
+        lines.append(f"| {bold}{name}{bold} | {row['results']} | {bold}{row['hours']:.1f}{bold} | "
+                     f"{row['unfinished']} ({row['unfinished_hours']:.1f}) |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the table as JSON here")
+    args = parser.parse_args(argv)
+    rows = spend()
+    print(table(rows))
+    if args.json:
+        from datetime import date
+
+        from mlip.io import write_json
+
+        write_json(args.json, {"date": date.today().isoformat(), "budget_hours": 40.0,
+                               "note": "sums of recorded wall times: an upper bound on machine hours",
+                               "stages": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
