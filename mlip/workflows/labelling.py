@@ -35,7 +35,9 @@ import hashlib
 import importlib
 import json
 import math
+import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -92,6 +94,28 @@ def _settings_mesh(atoms, settings: Dict[str, Any]) -> Tuple[int, int, int]:
     return kpoint_mesh(atoms, settings["kpoint_density_per_inv_A"], even=bool(settings.get("kpoint_even")))
 
 
+def _one_blas_thread() -> bool:
+    """Limit this process's BLAS libraries to one thread, unless ``OMP_NUM_THREADS`` says otherwise;
+    whether they were limited.
+
+    GPAW parallelises over MPI ranks; a threaded BLAS beside them puts more threads than cores on the
+    machine (OpenBLAS starts one per core in every rank), and its threads then spin waiting for each
+    other. ``gpaw -P N python`` sets ``OMP_NUM_THREADS=1`` for that reason, ``mpiexec -n N gpaw
+    python`` does not. Measured on 2 cores beside other jobs: one 4-atom PW calculation took 317–340
+    CPU-s with OpenBLAS's default threads and 27–28 with one (``docs/data.md``). The libraries are
+    loaded by then, so the limit is set through ``threadpoolctl`` (the extra ``dft``)."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return False  # the user chose
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        warnings.warn("GPAW with threaded BLAS: set OMP_NUM_THREADS=1 or install threadpoolctl "
+                      "(pip install 'mlip-torch[dft]'); threaded BLAS beside MPI ranks is many times slower")
+        return False
+    threadpool_limits(1, user_api="blas")
+    return True
+
+
 def gpaw_calculator(atoms, settings: Dict[str, Any], mesh: Optional[Sequence[int]] = None):
     """A GPAW calculator for ``atoms`` with the physics of ``settings`` (the keys of
     :data:`GPAW_PBE_SETTINGS`, and :data:`GPAW_KPOINT_OPTIONS`' ``kpoint_even``) on the Monkhorst–Pack
@@ -100,6 +124,7 @@ def gpaw_calculator(atoms, settings: Dict[str, Any], mesh: Optional[Sequence[int
     from mlip.extras import require
 
     gpaw = require("gpaw", "dft", "labelling with GPAW")
+    _one_blas_thread()
     sizes = tuple(_settings_mesh(atoms, settings) if mesh is None else mesh)
     return gpaw.GPAW(
         mode=gpaw.PW(settings["ecut_eV"]),

@@ -198,6 +198,30 @@ def test_gpaw_labels_with_the_dataset_settings(tmp_path):
         sample.stress[1], abs=1e-7)
 
 
+
+def test_gpaw_runs_with_one_blas_thread_unless_told_otherwise(monkeypatch):
+    """GPAW parallelises over MPI ranks: each rank's BLAS gets one thread (threaded BLAS beside the ranks
+    oversubscribes the cores), unless OMP_NUM_THREADS says how many."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from mlip.workflows.labelling import _one_blas_thread
+
+    controller = threadpoolctl.ThreadpoolController()
+    if not controller.select(user_api="blas").lib_controllers:
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    limiter = controller.limit(limits=2, user_api="blas")
+    try:
+        if {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"} == {1}:
+            pytest.skip("BLAS runs one thread here whatever it is told")
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        assert not _one_blas_thread()
+        assert {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"} != {1}
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert _one_blas_thread()
+        assert {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"} == {1}
+    finally:
+        limiter.restore_original_limits()
+
+
 class BandsOnAMesh:
     """The eigenvalue interface of a finished GPAW calculation, on given bands [k-points, bands]."""
 
