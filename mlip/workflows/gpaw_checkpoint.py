@@ -66,7 +66,7 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
     steps and resumed from it when a checkpoint of the same structure is there (the module docstring;
     the calculator returned is then the one read from it, with the converged state for whatever else is
     asked of it, such as the band gap). The record's ``wall_time_s`` must be there; it gains the time
-    before a kill. Under MPI every rank calls it."""
+    before a kill, as its ``cpu_time_s`` (where there) gains the CPU time before it. Under MPI every rank calls it."""
     if not hasattr(calculator, "hooks"):
         return label_atoms(atoms, calculator), calculator
     from gpaw.mpi import world
@@ -76,17 +76,18 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
     path = Path(path)
     meta = path.with_name(path.name + ".json")
     part = path.with_name(path.stem + ".part.gpw")
-    before, steps_before = 0.0, 0
+    before, cpu_before, steps_before = 0.0, 0.0, 0
     resumed = _resume(path, atoms)
     if resumed is not None:
         calculator = resumed
         if meta.is_file():
             done = json.loads(meta.read_text())
             before, steps_before = float(done["seconds"]), int(done["steps"])
+            cpu_before = float(done.get("cpu_seconds", 0.0))  # checkpoints before 2026-12-07 have none
     if world.rank == 0:
         path.parent.mkdir(parents=True, exist_ok=True)
     world.barrier()
-    t0, steps = time.perf_counter(), [0]
+    t0, cpu0, steps = time.perf_counter(), time.process_time(), [0]
 
     def checkpoint(ctx) -> None:
         steps[0] += 1
@@ -95,7 +96,8 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
         calculator.write(str(part), mode="all")
         if world.rank == 0:
             os.replace(part, path)
-            write_json(meta, {"seconds": before + time.perf_counter() - t0, "steps": steps_before + steps[0]})
+            write_json(meta, {"seconds": before + time.perf_counter() - t0, "steps": steps_before + steps[0],
+                              "cpu_seconds": cpu_before + time.process_time() - cpu0})
         world.barrier()
 
     calculator.hooks["scf_step"] = checkpoint
@@ -104,6 +106,8 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
     finally:
         calculator.hooks.pop("scf_step", None)
     record["wall_time_s"] += before
+    if "cpu_time_s" in record:
+        record["cpu_time_s"] += cpu_before
     if resumed is not None:
         record["resumed_after_scf_steps"] = steps_before
     if world.rank == 0:

@@ -209,8 +209,9 @@ def test_what_the_loop_labelled_joins_v2_train_only_from_gpaw_on_the_v2_rule(tmp
 
 def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
     """spend.py: a result's recorded seconds count once, in the stage that computed it (a label reused
-    from another stage does not count again), a failed calculation records none, and an unfinished
-    calculation counts its checkpoint's seconds so far, apart."""
+    from another stage does not count again), a failed calculation records none, CPU time is summed
+    where a result records it, and an unfinished calculation counts its checkpoint's seconds so far,
+    apart."""
     import json
 
     def write(path, record):
@@ -222,7 +223,8 @@ def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
     write(tmp_path / "labels/results/a.json", {"id": "a", "energy": -1.0, "wall_time_s": 3600.0,
                                                "label_details": {"from": "study/results/a.json"}})
     write(tmp_path / "labels/results/c.json", {"id": "c", "failed": "no convergence"})
-    write(tmp_path / "labels/results/d.json", {"id": "d", "energy": -1.0, "wall_time_s": 900.0})
+    write(tmp_path / "labels/results/d.json", {"id": "d", "energy": -1.0, "wall_time_s": 900.0,
+                                               "cpu_time_s": 720.0})
     write(tmp_path / "labels/checkpoints/e.gpw.json", {"seconds": 7200.0, "steps": 3})
     write(tmp_path / "validation/x/results/p.json", {"seconds": 360.0})
     stages = {"study": ("study/results", None), "labels": ("labels/results", "labels/checkpoints"),
@@ -230,8 +232,11 @@ def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
     with _load("spend.py") as spend:
         rows = spend.spend(tmp_path, stages)
         text = spend.table(rows)
-    assert rows["study"] == {"results": 2, "hours": 1.5, "unfinished": 0, "unfinished_hours": 0.0}
-    assert rows["labels"] == {"results": 1, "hours": 0.25, "unfinished": 1, "unfinished_hours": 2.0}
+    assert rows["study"] == {"results": 2, "hours": 1.5, "with_cpu": 0, "cpu_hours": 0,
+                             "unfinished": 0, "unfinished_hours": 0}
+    assert rows["labels"] == {"results": 1, "hours": 0.25, "with_cpu": 1, "cpu_hours": 0.2,
+                              "unfinished": 1, "unfinished_hours": 2.0}
     assert rows["validation"]["hours"] == pytest.approx(0.1)
-    assert rows["total"] == {"results": 4, "hours": pytest.approx(1.85), "unfinished": 1, "unfinished_hours": 2.0}
-    assert "| **total** | 4 | **1.9** | 1 (2.0) |" in text
+    assert rows["total"] == {"results": 4, "hours": pytest.approx(1.85), "with_cpu": 1, "cpu_hours": 0.2,
+                             "unfinished": 1, "unfinished_hours": 2.0}
+    assert "| **total** | 4 | **1.9** | 0.20 (1) | 1 (2.0) |" in text

@@ -44,7 +44,8 @@ def test_a_killed_gpaw_scf_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(Killed):
         label_with_checkpoints(_cell(), _gpaw(), path, label_atoms, every_steps=2)
     monkeypatch.setattr(gpaw_checkpoint.os, "replace", real_replace)
-    assert path.is_file() and json.loads(path.with_name("cell.gpw.json").read_text())["steps"] == 2
+    meta = json.loads(path.with_name("cell.gpw.json").read_text())
+    assert path.is_file() and meta["steps"] == 2 and meta["cpu_seconds"] > 0
     resumed, calc = label_with_checkpoints(_cell(), _gpaw(), path, label_atoms, every_steps=2)
     assert calc.get_fermi_level() < 10  # the calculator that finished it, with its converged state
     assert resumed["resumed_after_scf_steps"] == 2
@@ -52,6 +53,8 @@ def test_a_killed_gpaw_scf_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
     assert np.abs(np.subtract(resumed["forces"], straight["forces"])).max() < 2e-4
     assert np.abs(np.subtract(resumed["stress"], straight["stress"])).max() < 1e-5
     assert resumed["wall_time_s"] > 0 and not list(path.parent.iterdir())  # done: nothing left behind
+    # the CPU time before the kill counts too: the resumed record has more than the first run had
+    assert resumed["cpu_time_s"] > meta["cpu_seconds"]
 
 
 def test_checkpoints_do_not_change_the_labels_and_another_structure_is_not_resumed(tmp_path):

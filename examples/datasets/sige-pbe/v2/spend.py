@@ -7,8 +7,10 @@ result, ``seconds`` of a validation result or of an unfinished calculation's che
 from another stage (``label_details.from``: a v2 label taken from the k-point study) is counted once, where
 it was computed. The sum of wall times is an upper bound on the machine time spent: a job beside others
 ran slower, so its hours overlap theirs (two one-rank jobs side by side for an hour add two hours of one
-hour of the machine); only a two-rank job alone counts its hour exactly. The issue's budget is about 40
-hours of the 2-core machine.
+hour of the machine); only a two-rank job alone counts its hour exactly. Results made since 2026-12-07
+also record the CPU time of the rank that wrote them (``cpu_time_s``; a checkpoint's ``cpu_seconds``),
+which does not depend on what else ran; times the ranks, that is the machine time they took. The issue's
+budget is about 40 hours of the 2-core machine.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable
 
 HERE = Path(__file__).resolve().parent
 SET = HERE.parent
@@ -38,9 +40,13 @@ def _files(root: Path, pattern: str | None, suffix: str) -> Iterable[Path]:
     return sorted(p for p in root.glob(f"{pattern}/*{suffix}") if p.is_file())
 
 
-def stage_seconds(root: Path, results: str, checkpoints: str | None) -> Tuple[int, float, int, float]:
-    """(results counted, their seconds, unfinished calculations, their seconds so far) of one stage."""
-    n, seconds = 0, 0.0
+KEYS = ("results", "hours", "with_cpu", "cpu_hours", "unfinished", "unfinished_hours")
+
+
+def stage_hours(root: Path, results: str, checkpoints: str | None) -> Dict[str, float]:
+    """One stage: ``results`` counted and their wall ``hours``; ``with_cpu`` of them recorded their CPU
+    time, ``cpu_hours`` in all; ``unfinished`` calculations and their wall ``unfinished_hours`` so far."""
+    row = dict.fromkeys(KEYS, 0)
     for path in _files(root, results, ".json"):
         record = json.loads(path.read_text())
         details = record.get("label_details")
@@ -49,31 +55,31 @@ def stage_seconds(root: Path, results: str, checkpoints: str | None) -> Tuple[in
         wall = record.get("wall_time_s", record.get("seconds"))
         if wall is None:
             continue  # a failed calculation records no time
-        n += 1
-        seconds += float(wall)
-    m, so_far = 0, 0.0
+        row["results"] += 1
+        row["hours"] += float(wall) / 3600
+        if "cpu_time_s" in record:
+            row["with_cpu"] += 1
+            row["cpu_hours"] += float(record["cpu_time_s"]) / 3600
     for path in _files(root, checkpoints, ".gpw.json"):
-        m += 1
-        so_far += float(json.loads(path.read_text()).get("seconds", 0.0))
-    return n, seconds, m, so_far
+        row["unfinished"] += 1
+        row["unfinished_hours"] += float(json.loads(path.read_text()).get("seconds", 0.0)) / 3600
+    return row
 
 
 def spend(root: Path = SET, stages: Dict[str, tuple] = STAGES) -> Dict[str, Dict[str, float]]:
-    """Per stage: ``results``, ``hours`` (theirs), ``unfinished``, ``unfinished_hours``; and a ``total`` row."""
-    out = {}
-    for name, (results, checkpoints) in stages.items():
-        n, seconds, m, so_far = stage_seconds(root, results, checkpoints)
-        out[name] = {"results": n, "hours": seconds / 3600, "unfinished": m, "unfinished_hours": so_far / 3600}
-    out["total"] = {key: sum(row[key] for row in out.values())
-                    for key in ("results", "hours", "unfinished", "unfinished_hours")}
+    """:func:`stage_hours` per stage, and a ``total`` row."""
+    out = {name: stage_hours(root, results, checkpoints) for name, (results, checkpoints) in stages.items()}
+    out["total"] = {key: sum(row[key] for row in out.values()) for key in KEYS}
     return out
 
 
 def table(rows: Dict[str, Dict[str, float]]) -> str:
-    lines = ["| stage | results | wall hours | unfinished (hours so far) |", "|---|---|---|---|"]
+    lines = ["| stage | results | wall hours | CPU hours (results recording it) | unfinished (wall hours so far) |",
+             "|---|---|---|---|---|"]
     for name, row in rows.items():
         bold = "**" if name == "total" else ""
         lines.append(f"| {bold}{name}{bold} | {row['results']} | {bold}{row['hours']:.1f}{bold} | "
+                     f"{row['cpu_hours']:.2f} ({row['with_cpu']}) | "
                      f"{row['unfinished']} ({row['unfinished_hours']:.1f}) |")
     return "\n".join(lines)
 
