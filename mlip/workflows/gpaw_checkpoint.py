@@ -66,7 +66,8 @@ def label_with_checkpoints(atoms, calculator, path: Union[str, Path],
     steps and resumed from it when a checkpoint of the same structure is there (the module docstring;
     the calculator returned is then the one read from it, with the converged state for whatever else is
     asked of it, such as the band gap). The record's ``wall_time_s`` must be there; it gains the time
-    before a kill, as its ``cpu_time_s`` (where there) gains the CPU time before it. Under MPI every rank calls it."""
+    before a kill, as its ``cpu_time_s`` (where there) gains the CPU time before it. Under MPI every
+    rank calls it."""
     if not hasattr(calculator, "hooks"):
         return label_atoms(atoms, calculator), calculator
     from gpaw.mpi import world

@@ -101,9 +101,9 @@ def _one_blas_thread() -> bool:
     GPAW parallelises over MPI ranks; a threaded BLAS beside them puts more threads than cores on the
     machine (OpenBLAS starts one per core in every rank), and its threads then spin waiting for each
     other. ``gpaw -P N python`` sets ``OMP_NUM_THREADS=1`` for that reason, ``mpiexec -n N gpaw
-    python`` does not. Measured on 2 cores beside other jobs: one 4-atom PW calculation took 317–340
-    CPU-s with OpenBLAS's default threads and 27–28 with one (``docs/data.md``). The libraries are
-    loaded by then, so the limit is set through ``threadpoolctl`` (the extra ``dft``)."""
+    python`` does not. On 2 cores beside other jobs a calculation took 9–12 times the CPU with
+    OpenBLAS's default threads as with one (``benchmarks/data/gpaw_blas_threads.py``, ``docs/data.md``).
+    The libraries are loaded by then, so the limit is set through ``threadpoolctl`` (the extra ``dft``)."""
     if os.environ.get("OMP_NUM_THREADS"):
         return False  # the user chose
     try:
