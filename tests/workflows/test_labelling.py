@@ -222,6 +222,17 @@ def test_gpaw_runs_with_one_blas_thread_unless_told_otherwise(monkeypatch):
         limiter.restore_original_limits()
 
 
+def test_without_threadpoolctl_gpaw_warns_of_threaded_blas(monkeypatch):
+    import sys
+
+    from mlip.workflows.labelling import _one_blas_thread
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # an import of it raises ImportError
+    with pytest.warns(UserWarning, match="OMP_NUM_THREADS=1"):
+        assert not _one_blas_thread()
+
+
 class BandsOnAMesh:
     """The eigenvalue interface of a finished GPAW calculation, on given bands [k-points, bands]."""
 
