@@ -27,7 +27,8 @@ SET = HERE.parent
 STAGES = {
     "k-point study (item 1)": ("kpoint-study/results", "kpoint-study/checkpoints"),
     "v2 labels (item 2)": ("v2/run/results", "v2/run/checkpoints"),
-    "active-learning labels (v2 rule)": ("v2/learn/run/iter-*/labels/results", "v2/learn/run/iter-*/labels/checkpoints"),
+    "active-learning labels (v2 rule)": ("v2/learn/run/iter-*/labels/results",
+                                         "v2/learn/run/iter-*/labels/checkpoints"),
     "validation checks of the mesh (item 3)": ("dft-validation/kpoint-checks/cache/*/results", None),
     "converged validation (item 3)": ("dft-validation/cache/gpaw-e62970e9655c/results",
                                       "dft-validation/checkpoints/*"),
