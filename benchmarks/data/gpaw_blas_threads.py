@@ -27,13 +27,15 @@ import json, resource, sys, time
 from ase.build import bulk
 atoms = bulk("Ge", "diamond", a=5.77) * (1, 1, 2)
 atoms.rattle(0.05, seed=1)
+from mlip.workflows.labelling import GPAW_PBE_SETTINGS as S, gpaw_calculator
 if sys.argv[1] == "package":
-    from mlip.workflows.labelling import GPAW_PBE_SETTINGS, gpaw_calculator
-    calc = gpaw_calculator(atoms, GPAW_PBE_SETTINGS, mesh=(6, 6, 3))
-else:
+    calc = gpaw_calculator(atoms, S, mesh=(6, 6, 3))
+else:  # the same physics, made by GPAW directly
     from gpaw import GPAW, PW, FermiDirac
-    calc = GPAW(mode=PW(400), xc="PBE", kpts={"size": (6, 6, 3), "gamma": True},
-                occupations=FermiDirac(0.1), convergence={"energy": 1e-6, "forces": 1e-4}, txt=None)
+    calc = GPAW(mode=PW(S["ecut_eV"]), xc=S["xc"], kpts={"size": (6, 6, 3), "gamma": S["gamma_centred"]},
+                occupations=FermiDirac(S["smearing_width_eV"]), txt=None,
+                convergence={"energy": S["convergence_energy_eV_per_electron"],
+                             "forces": S["convergence_forces_eV_per_A"]})
 atoms.calc = calc
 start = time.perf_counter()
 energy = atoms.get_potential_energy()

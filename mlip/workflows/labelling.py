@@ -171,11 +171,11 @@ def gpaw_label(atoms, settings: Dict[str, Any], checkpoint: Optional[Union[str, 
                  "gamma_centred": bool(settings.get("metal_gamma_centred", True)),
                  "kpoint_even": bool(settings.get("metal_kpoint_even", False))}
         mesh = _settings_mesh(atoms, metal)
-        seconds, cpu = record["wall_time_s"], record.get("cpu_time_s", 0.0)
+        seconds, cpu = record["wall_time_s"], record["cpu_time_s"]
         record, _ = label(gpaw_calculator(atoms, metal, mesh=mesh),
                           None if checkpoint is None else checkpoint.with_suffix(".metal.gpw"))
         record["wall_time_s"] += seconds
-        record["cpu_time_s"] = record.get("cpu_time_s", 0.0) + cpu
+        record["cpu_time_s"] += cpu
         details.update({"metal": True, "first_kpoint_mesh": list(first_mesh), "kpoint_mesh": list(mesh)})
     elif metal_density:
         details["metal"] = False

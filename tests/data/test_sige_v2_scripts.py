@@ -226,9 +226,9 @@ def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
     write(tmp_path / "labels/results/d.json", {"id": "d", "energy": -1.0, "wall_time_s": 900.0,
                                                "cpu_time_s": 720.0})
     write(tmp_path / "labels/checkpoints/e.gpw.json", {"seconds": 7200.0, "steps": 3})
-    write(tmp_path / "validation/x/results/p.json", {"seconds": 360.0})
-    stages = {"study": ("study/results", None), "labels": ("labels/results", "labels/checkpoints"),
-              "validation": ("validation/*/results", None)}
+    write(tmp_path / "validation/x/results/p.json", {"id": "p", "seconds": 360.0})
+    stages = {"study": ("study", None), "labels": ("labels", "labels/checkpoints"),
+              "validation": ("validation/*", None)}
     with _load("spend.py") as spend:
         rows = spend.spend(tmp_path, stages)
         text = spend.table(rows)

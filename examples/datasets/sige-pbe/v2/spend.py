@@ -18,50 +18,44 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Dict, Iterable
+from typing import Dict
 
 HERE = Path(__file__).resolve().parent
 SET = HERE.parent
 
-#: stage → (folder of results, folder of unfinished calculations' checkpoints), relative to the set
+#: stage → (its run folders: each keeps its results in ``results/``; the folders of its unfinished
+#: calculations' checkpoints), patterns relative to the set
 STAGES = {
-    "k-point study (item 1)": ("kpoint-study/results", "kpoint-study/checkpoints"),
-    "v2 labels (item 2)": ("v2/run/results", "v2/run/checkpoints"),
-    "active-learning labels (v2 rule)": ("v2/learn/run/iter-*/labels/results",
-                                         "v2/learn/run/iter-*/labels/checkpoints"),
-    "validation checks of the mesh (item 3)": ("dft-validation/kpoint-checks/cache/*/results", None),
-    "converged validation (item 3)": ("dft-validation/cache/gpaw-e62970e9655c/results",
-                                      "dft-validation/checkpoints/*"),
+    "k-point study (item 1)": ("kpoint-study", "kpoint-study/checkpoints"),
+    "v2 labels (item 2)": ("v2/run", "v2/run/checkpoints"),
+    "active-learning labels (v2 rule)": ("v2/learn/run/iter-*/labels", "v2/learn/run/iter-*/labels/checkpoints"),
+    "validation checks of the mesh (item 3)": ("dft-validation/kpoint-checks/cache/*", None),
+    "converged validation (item 3)": ("dft-validation/cache/gpaw-e62970e9655c", "dft-validation/checkpoints/*"),
 }
-
-
-def _files(root: Path, pattern: str | None, suffix: str) -> Iterable[Path]:
-    if pattern is None:
-        return []
-    return sorted(p for p in root.glob(f"{pattern}/*{suffix}") if p.is_file())
-
 
 KEYS = ("results", "hours", "with_cpu", "cpu_hours", "unfinished", "unfinished_hours")
 
 
-def stage_hours(root: Path, results: str, checkpoints: str | None) -> Dict[str, float]:
+def stage_hours(root: Path, runs: str, checkpoints: str | None) -> Dict[str, float]:
     """One stage: ``results`` counted and their wall ``hours``; ``with_cpu`` of them recorded their CPU
     time, ``cpu_hours`` in all; ``unfinished`` calculations and their wall ``unfinished_hours`` so far."""
+    from mlip.workflows.sharding import load_results
+
     row = dict.fromkeys(KEYS, 0)
-    for path in _files(root, results, ".json"):
-        record = json.loads(path.read_text())
-        details = record.get("label_details")
-        if isinstance(details, dict) and details.get("from"):
-            continue  # computed by another stage, counted there
-        wall = record.get("wall_time_s", record.get("seconds"))
-        if wall is None:
-            continue  # a failed calculation records no time
-        row["results"] += 1
-        row["hours"] += float(wall) / 3600
-        if "cpu_time_s" in record:
-            row["with_cpu"] += 1
-            row["cpu_hours"] += float(record["cpu_time_s"]) / 3600
-    for path in _files(root, checkpoints, ".gpw.json"):
+    for run in sorted(root.glob(runs)):
+        for record in load_results(run).values():
+            details = record.get("label_details")
+            if isinstance(details, dict) and details.get("from"):
+                continue  # computed by another stage, counted there
+            wall = record.get("wall_time_s", record.get("seconds"))
+            if wall is None:
+                continue  # a failed calculation records no time
+            row["results"] += 1
+            row["hours"] += float(wall) / 3600
+            if "cpu_time_s" in record:
+                row["with_cpu"] += 1
+                row["cpu_hours"] += float(record["cpu_time_s"]) / 3600
+    for path in sorted(root.glob(f"{checkpoints}/*.gpw.json")) if checkpoints else []:
         row["unfinished"] += 1
         row["unfinished_hours"] += float(json.loads(path.read_text()).get("seconds", 0.0)) / 3600
     return row
@@ -69,7 +63,7 @@ def stage_hours(root: Path, results: str, checkpoints: str | None) -> Dict[str, 
 
 def spend(root: Path = SET, stages: Dict[str, tuple] = STAGES) -> Dict[str, Dict[str, float]]:
     """:func:`stage_hours` per stage, and a ``total`` row."""
-    out = {name: stage_hours(root, results, checkpoints) for name, (results, checkpoints) in stages.items()}
+    out = {name: stage_hours(root, runs, checkpoints) for name, (runs, checkpoints) in stages.items()}
     out["total"] = {key: sum(row[key] for row in out.values()) for key in KEYS}
     return out
 
