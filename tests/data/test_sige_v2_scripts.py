@@ -201,6 +201,18 @@ def test_what_the_loop_labelled_joins_v2_train_only_from_gpaw_on_the_v2_rule(tmp
         record = {"oracle": "gpaw", "oracle_settings": {"kpoint_density_per_inv_A": 8.0}}
         (run / "learn.json").write_text(json.dumps(record))
         assert [a.info["id"] for a in assemble.loop_frames(run)] == ["explore-0", "explore-1", "explore-2"]
+        # an iteration still labelling: its labels so far, not the structures it has not labelled yet
+        from mlip.workflows.labelling import label_structures, labeller
+
+        selected = [bulk("Cu", "fcc", a=3.6 + 0.01 * k, cubic=True) for k in range(2)]
+        for k, atoms in enumerate(selected):
+            atoms.info.update(id=f"explore-3{k}", config_type="explore_rattled")
+        (run / "iter-003").mkdir()
+        write(run / "iter-003" / "selected.xyz", selected)
+        label_structures(selected[1:], labeller("emt"), run / "iter-003" / "labels", progress=False)
+        loop = assemble.loop_frames(run)
+        assert [a.info["id"] for a in loop] == ["explore-0", "explore-1", "explore-2", "explore-31"]
+        assert loop[-1].info["config_type"] == "explore_rattled" and "REF_energy" in loop[-1].info
         record["oracle_settings"] = {"kpoint_density_per_inv_A": 2.5}
         (run / "learn.json").write_text(json.dumps(record))
         with pytest.raises(SystemExit, match="not GPAW on the v2 rule"):

@@ -7,9 +7,10 @@ Every periodic structure with a v2 label (``v2/run``) and every structure withou
 with its v1 label (Γ is its only k-point under every rule, so its v1 label is its v2 label; plan.py) goes
 into the part of v1's split it was in; the structures v1 does not have (additions.py) are split 80/10/10
 per kind, each MD trajectory or path whole; what the active-learning loop labelled (``learn.sh``,
-``learn/run/iter-*/labelled.xyz``, GPAW on the v2 rule) goes to train. A v2 model is therefore tested on structures that no v1 or v2
-model trained on, and v1 and v2 models can be compared on the same test structures. A periodic structure
-v1 did not split (its v1 label failed) goes to train and is counted. Rerun it whenever tranches have been
+``learn/run/iter-*/labelled.xyz``, or an unfinished iteration's labels so far; GPAW on the v2 rule) goes
+to train. A v2 model is therefore tested on structures that no v1 or v2 model trained on, and v1 and v2
+models can be compared on the same test structures. A periodic structure v1 did not split (its v1 label
+failed) goes to train and is counted. Rerun it whenever tranches have been
 labelled: the files are rewritten (atomically) from the results alone.
 
 ``sige-pbe-v2-train-replay.xyz`` is the training file plus v1's periodic training structures that have no
@@ -69,9 +70,18 @@ def loop_frames(run: Path) -> List:
     if record.get("oracle") != "gpaw" or float(settings.get("kpoint_density_per_inv_A", 0)) != 8.0:
         sys.exit(f"{run}: its oracle is {record.get('oracle')!r} with {settings}, not GPAW on the v2 rule "
                  "(kpoint_density_per_inv_A=8.0)")
+    from mlip.workflows.labelling import labelled_frames
+
     frames = []
-    for path in sorted(run.glob("iter-*/labelled.xyz")):
-        for atoms in read(path, ":"):
+    for iteration in sorted(run.glob("iter-*")):
+        if (iteration / "labelled.xyz").is_file():
+            labelled = read(iteration / "labelled.xyz", ":")
+        elif (iteration / "selected.xyz").is_file() and (iteration / "labels").is_dir():
+            # an iteration still labelling (or one the loop never finished): what it has labelled so far
+            labelled = labelled_frames(read(iteration / "selected.xyz", ":"), iteration / "labels")[0]
+        else:
+            continue
+        for atoms in labelled:
             atoms.info.setdefault("config_type", "active_learning")
             frames.append(atoms)
     return frames
