@@ -141,10 +141,10 @@ def gpaw_calculator(atoms, settings: Dict[str, Any], mesh: Optional[Sequence[int
 
 def gpaw_label(atoms, settings: Dict[str, Any], checkpoint: Optional[Union[str, Path]] = None) -> Dict[str, Any]:
     """GPAW's labels of ``atoms`` (:func:`label_atoms`' record) under ``settings``, with
-    ``label_details``: the k-point mesh and, for a periodic structure, the band gap on it. With
-    ``metal_kpoint_density_per_inv_A`` set, a periodic structure found metallic (gap at most
-    ``metal_gap_eV``) is labelled again on the metal mesh, whose labels are kept (the details then name
-    both meshes and the first gap; the wall time is both calculations'). With ``checkpoint`` (a ``.gpw``
+    ``label_details``: the k-point mesh, the MPI ranks that computed it and, for a periodic structure, the
+    band gap on the mesh. With ``metal_kpoint_density_per_inv_A`` set, a periodic structure found metallic
+    (gap at most ``metal_gap_eV``) is labelled again on the metal mesh, whose labels are kept (the details
+    then name both meshes and the first gap; the wall time is both calculations'). With ``checkpoint`` (a ``.gpw``
     path) the SCF is written there every few steps and a killed label goes on from it
     (:mod:`mlip.workflows.gpaw_checkpoint`; the metal mesh's beside it, ``.metal.gpw``)."""
 
@@ -161,7 +161,10 @@ def gpaw_label(atoms, settings: Dict[str, Any], checkpoint: Optional[Union[str, 
     checkpoint = None if checkpoint is None else Path(checkpoint)
     first_mesh = _settings_mesh(atoms, settings)
     record, calc = label(gpaw_calculator(atoms, settings, mesh=first_mesh), checkpoint)
-    details: Dict[str, Any] = {"kpoint_mesh": list(first_mesh)}
+    from gpaw.mpi import world
+
+    # the ranks that computed it: cpu_time_s is one rank's, so the machine's CPU time is this many times it
+    details: Dict[str, Any] = {"kpoint_mesh": list(first_mesh), "mpi_ranks": int(world.size)}
     if atoms.pbc.any():
         details["band_gap_eV"] = band_edges(calc)["gap_eV"]
     metal_density = settings.get("metal_kpoint_density_per_inv_A")

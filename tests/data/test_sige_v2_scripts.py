@@ -237,6 +237,8 @@ def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
     write(tmp_path / "labels/results/c.json", {"id": "c", "failed": "no convergence"})
     write(tmp_path / "labels/results/d.json", {"id": "d", "energy": -1.0, "wall_time_s": 900.0,
                                                "cpu_time_s": 720.0})
+    write(tmp_path / "labels/results/f.json", {"id": "f", "energy": -1.0, "wall_time_s": 1800.0,
+                                               "cpu_time_s": 1440.0, "label_details": {"mpi_ranks": 2}})
     write(tmp_path / "labels/checkpoints/e.gpw.json", {"seconds": 7200.0, "steps": 3})
     write(tmp_path / "validation/x/results/p.json", {"id": "p", "seconds": 360.0})
     stages = {"study": ("study", None), "labels": ("labels", "labels/checkpoints"),
@@ -244,11 +246,13 @@ def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
     with _load("spend.py") as spend:
         rows = spend.spend(tmp_path, stages)
         text = spend.table(rows)
-    assert rows["study"] == {"results": 2, "hours": 1.5, "with_cpu": 0, "cpu_hours": 0,
+    assert rows["study"] == {"results": 2, "hours": 1.5, "with_cpu": 0, "cpu_hours": 0, "machine_hours": 1.5,
                              "unfinished": 0, "unfinished_hours": 0}
-    assert rows["labels"] == {"results": 1, "hours": 0.25, "with_cpu": 1, "cpu_hours": 0.2,
-                              "unfinished": 1, "unfinished_hours": 2.0}
+    # d: one rank's 0.2 CPU hours, 0.1 of the 2-core machine; f: two ranks' 0.4 each, 0.4 of the machine
+    assert rows["labels"] == {"results": 2, "hours": 0.75, "with_cpu": 2, "cpu_hours": pytest.approx(1.0),
+                              "machine_hours": pytest.approx(0.5), "unfinished": 1, "unfinished_hours": 2.0}
     assert rows["validation"]["hours"] == pytest.approx(0.1)
-    assert rows["total"] == {"results": 4, "hours": pytest.approx(1.85), "with_cpu": 1, "cpu_hours": 0.2,
+    assert rows["total"] == {"results": 5, "hours": pytest.approx(2.35), "with_cpu": 2,
+                             "cpu_hours": pytest.approx(1.0), "machine_hours": pytest.approx(2.1),
                              "unfinished": 1, "unfinished_hours": 2.0}
-    assert "| **total** | 4 | **1.9** | 0.20 (1) | 1 (2.0) |" in text
+    assert "| **total** | 5 | **2.4** | 1.00 (2) | **2.1** | 1 (2.0) |" in text

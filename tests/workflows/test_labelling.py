@@ -276,6 +276,7 @@ def test_gpaw_labels_a_metal_again_on_the_metal_mesh(tmp_path):
     assert al_details["first_kpoint_mesh"] == list(kpoint_mesh(al, 1.0, even=True))
     assert al_details["kpoint_mesh"] == list(kpoint_mesh(al, 2.0))
     assert not si_details["metal"] and si_details["band_gap_eV"] > 0.3
+    assert si_details["mpi_ranks"] == al_details["mpi_ranks"] == 1  # pytest runs GPAW without mpiexec
     assert si_details["kpoint_mesh"] == list(kpoint_mesh(si, 1.0, even=True))
     assert "first_kpoint_mesh" not in si_details
     # the metal's labels are the metal mesh's

@@ -4,6 +4,7 @@
 #
 #   bash examples/datasets/sige-pbe/v2/models.sh                       # all steps
 #   STEPS="data finetune" SESSION=150 bash examples/datasets/sige-pbe/v2/models.sh
+#   STEPS=finetune MODELS=platonic-sige bash examples/datasets/sige-pbe/v2/models.sh   # one model
 #
 # Steps (STEPS, default all):
 #   data      the v2 files (assemble.py: work/v2/sige-pbe-v2{,-train,-valid,-test}.xyz), the v2 data card
@@ -41,7 +42,12 @@ mkdir -p "$work"
 
 want() { [[ " $steps " == *" $1 "* ]]; }
 say() { echo "== $(date +%H:%M:%S) $*"; }
-models=(equiformer_v3-sige platonic-sige)
+# MODELS: one of them to run its steps alone (e.g. the two fine-tunings side by side, one per core)
+read -r -a models <<< "${MODELS:-equiformer_v3-sige platonic-sige}"
+for model in "${models[@]}"; do
+    case $model in equiformer_v3-sige|platonic-sige) ;;
+        *) echo "MODELS: unknown model '$model' (equiformer_v3-sige, platonic-sige)" >&2; exit 2 ;; esac
+done
 # the shipped form (as v1): the Platonic Transformer averaged over its 5 cosets in the icosahedral group
 declare -A ship_options=([equiformer_v3-sige]="" [platonic-sige]="--average-over icosahedral")
 v2=examples/datasets/sige-pbe/work/v2/sige-pbe-v2
