@@ -639,7 +639,8 @@ def prop_surface(ctx: Context, element: str) -> Dict[str, Any]:
     s = ctx.sizes
     flat = slab_100(element, a, s.slab_layers, s.vacuum, dimers=False)
     seeded = slab_100(element, a, s.slab_layers, s.vacuum, dimers=True)
-    relaxed = ctx.relax(seeded, cell=False, fmax=s.fmax)
+    start = ctx.start_cells.get(("surface", element))
+    relaxed = ctx.relax(seeded if start is None else slab_from(start, seeded), cell=False, fmax=s.fmax)
 
     def gamma(energy, slab):
         area = float(np.linalg.norm(np.cross(slab.cell[0], slab.cell[1])))
@@ -653,7 +654,26 @@ def prop_surface(ctx: Context, element: str) -> Dict[str, Any]:
             "n_atoms_2x1": len(seeded),
             "gamma_100_unrelaxed_1x1_J_per_m2": gamma(energy_of(flat, ctx.calc), flat),
             "gamma_100_relaxed_2x1_J_per_m2": gamma(relaxed["energy_eV"], final),
-            "dimer_length_A": dimer, "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"}}
+            "dimer_length_A": dimer, "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"},
+            "cell_relaxed_A": final.cell.array, "positions_relaxed_A": final.positions}
+
+
+def slab_from(start: Dict[str, Any], slab: Atoms) -> Atoms:
+    """``slab`` (the seeded 2×1 slab) with the relaxed positions of an earlier report (``start``:
+    ``cell_relaxed_A``, ``positions_relaxed_A`` of the same slab built on another lattice constant),
+    scaled to ``slab``'s lattice: in-plane as fractions of the cell, across the slab about its middle by
+    the ratio of the in-plane cells (the vacuum stays as built). ValueError for another slab."""
+    cell, positions = np.asarray(start["cell_relaxed_A"], float), np.asarray(start["positions_relaxed_A"], float)
+    if positions.shape != slab.positions.shape or not np.allclose(cell, np.diag(cell.diagonal())):
+        raise ValueError(f"the start slab ({len(positions)} atoms) is not a {len(slab)}-atom orthogonal slab")
+    ratio = slab.cell[0, 0] / cell[0, 0]
+    out = slab.copy()
+    new = np.empty_like(positions)
+    new[:, :2] = positions[:, :2] / cell.diagonal()[:2] * slab.cell.diagonal()[:2]
+    z = positions[:, 2]
+    new[:, 2] = (z - z.mean()) * ratio + slab.positions[:, 2].mean()
+    out.positions = new
+    return out
 
 
 def prop_kappa(ctx: Context, element: str) -> Dict[str, Any]:
@@ -677,9 +697,11 @@ def prop_kappa(ctx: Context, element: str) -> Dict[str, Any]:
 
 def start_cells(path: Path, method: str = "gpaw") -> Dict[Any, Any]:
     """The zero-pressure cells of an earlier report's ``method`` (``cell_relaxed_A`` of each E–V scan),
-    by (phase, element): ``--start-from`` begins each relaxation there instead of at the reference
-    neighbour distance. The minimum is the same (within ``--cell-fmax``) and a denser mesh moves it
-    little, so the relaxation takes a few steps instead of dozens (β-Sn's took 114 at density 2.5)."""
+    by (phase, element), and its relaxed 2×1 surface slabs (``("surface", element)``: the cell and
+    positions, :func:`slab_from`): ``--start-from`` begins each relaxation there instead of at the
+    reference neighbour distance or the seeded dimers. The minimum is the same (within ``--cell-fmax``,
+    ``fmax``) and a denser mesh moves it little, so the relaxation takes a few steps instead of dozens
+    (β-Sn's took 114 at density 2.5, the surface's 88)."""
     report = json.loads(Path(path).read_text())
     if method not in report.get("methods", {}):
         raise ValueError(f"--start-from {path} has no method {method!r}")
@@ -692,6 +714,9 @@ def start_cells(path: Path, method: str = "gpaw") -> Dict[Any, Any]:
         for phase in PHASES[1:]:
             if "cell_relaxed_A" in value.get(phase, {}):
                 cells[phase, element] = np.asarray(value[phase]["cell_relaxed_A"], dtype=float)
+    for element, value in props.get("surface", {}).items():
+        if "positions_relaxed_A" in value:  # the relaxed 2×1 slab (slab_from)
+            cells["surface", element] = {key: value[key] for key in ("cell_relaxed_A", "positions_relaxed_A")}
     return cells
 
 

@@ -379,7 +379,7 @@ def test_a_relaxation_started_at_an_earlier_reports_cells_is_short(dv, first_run
     path.write_text(json.dumps(report, default=lambda x: np.asarray(x).tolist()))
     cells = dv.start_cells(path, method="emt")
     assert set(cells) == {("diamond", "Cu"), ("diamond", "Au"), ("beta_tin", "Cu"),
-                          ("simple_hexagonal", "Cu")}
+                          ("simple_hexagonal", "Cu"), ("surface", "Cu")}
     method = dv.emt_method()
     sizes = dv.Sizes(eos_volumes=[0.9, 1.1, 5], relax_steps=60)
     calc = dv.CachedCalculator(method, tmp_path / "cache" / method.key, dv.Ranks(mpi=False))
@@ -389,8 +389,41 @@ def test_a_relaxation_started_at_an_earlier_reports_cells_is_short(dv, first_run
     assert again["relaxation"]["n_steps"] <= 2 < earlier["relaxation"]["n_steps"]
     assert again["c_over_a"] == pytest.approx(earlier["c_over_a"], rel=1e-3)
     assert again["B_GPa"] == pytest.approx(earlier["B_GPa"], rel=1e-3)
+    # the surface relaxation starts at the earlier report's relaxed 2×1 slab (on this run's lattice
+    # constant, here the same); EMT's diamond-Cu slab does not converge, so the start is checked itself
+    ctx.sizes = dv.Sizes(relax_steps=60, slab_layers=4)  # the first run's (TINY)
+    ctx.lattice["Cu"] = report["methods"]["emt"]["properties"]["lattice"]["Cu"]["a_A"]
+    earlier = report["methods"]["emt"]["properties"]["surface"]["Cu"]
+    starts = []
+
+    def relax(atoms, cell, fmax):
+        starts.append(atoms.copy())
+        return {"atoms": atoms, "energy_eV": 0.0, "converged": True, "n_steps": 0, "fmax_final_eV_per_A": 0.0}
+
+    ctx.relax = relax
+    dv.prop_surface(ctx, "Cu")
+    assert np.allclose(starts[0].positions, earlier["positions_relaxed_A"])
+    assert np.allclose(starts[0].cell, earlier["cell_relaxed_A"])
     with pytest.raises(ValueError, match="no method 'gpaw'"):
         dv.start_cells(path)
+
+
+def test_a_relaxed_slab_moves_to_another_lattice_constant_about_its_middle(dv):
+    """slab_from: an earlier report's relaxed slab, on a lattice 1 % larger, keeps its fractional in-plane
+    positions and its shape across the slab scaled by 1.01 about the middle, in the new vacuum."""
+    earlier = dv.slab_100("Si", 5.40, 8, 6.0, dimers=True)
+    earlier.positions[0] += [0.05, -0.02, 0.1]  # "relaxed"
+    start = {"cell_relaxed_A": earlier.cell.array.tolist(), "positions_relaxed_A": earlier.positions.tolist()}
+    seeded = dv.slab_100("Si", 5.454, 8, 6.0, dimers=True)
+    moved = dv.slab_from(start, seeded)
+    assert np.allclose(moved.cell, seeded.cell)
+    assert np.allclose(moved.get_scaled_positions()[:, :2], earlier.get_scaled_positions()[:, :2])
+    z0, z1 = earlier.positions[:, 2], moved.positions[:, 2]
+    assert np.allclose(z1 - z1.mean(), 1.01 * (z0 - z0.mean()))
+    assert z1.mean() == pytest.approx(seeded.positions[:, 2].mean())
+    assert np.allclose(dv.slab_from(start, earlier).positions, earlier.positions)  # the same lattice: as it was
+    with pytest.raises(ValueError, match="not a 16-atom orthogonal slab"):
+        dv.slab_from({**start, "positions_relaxed_A": earlier.positions[:8].tolist()}, seeded)
 
 
 def test_the_converged_reference_is_read_without_gpaw(dv, tmp_path, monkeypatch):
