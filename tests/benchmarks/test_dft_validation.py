@@ -459,3 +459,29 @@ def test_the_converged_reference_is_read_without_gpaw(dv, tmp_path, monkeypatch)
     # v1 computed the undisplaced supercell too (RESIDUAL): one evaluation more
     assert stage["evaluations"] == v1_stage["evaluations"] - 1 == 1
     assert 0 < stage["label_wall_time_s"] < v1_stage["label_wall_time_s"]
+
+
+def test_the_converged_summary_keeps_the_runs_numbers_and_puts_a_checks_beside(tmp_path):
+    """kpoint_checks.py --summarize: where the converged run computed a property, its number is the row;
+    the earlier check of the same property (made to decide the mesh) is kept beside it under "check."."""
+    script = SCRIPT.parents[2] / "examples" / "datasets" / "sige-pbe" / "dft-validation" / "kpoint_checks.py"
+
+    def report(key, c11, mesh, overrides=None):
+        method = {"key": key, "properties": {"elastic": {"Si": {"C11_GPa": c11}}},
+                  "stages": {"elastic": {"Si": {"kpoint_meshes": [mesh]}}}}
+        if overrides:
+            method["settings_by_property"] = {"elastic": {"Si": {"overrides": overrides}}}
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps({"methods": {"gpaw": method}}))
+        return path
+
+    coarse = report("coarse", 150.0, [5, 5, 5])
+    dense = report("dense", 152.0, [16, 16, 16], {"kpoint_density_per_inv_A": 8.0})
+    checks = tmp_path / "checks.json"
+    checks.write_text(json.dumps({"elastic": {"v1": {"C11_GPa": 150.0, "mesh": [5, 5, 5]},
+                                              "dense": {"C11_GPa": 159.0, "mesh": [16, 16, 16]}}}))
+    with script_module(script) as module:
+        rows = module.summarize(coarse, dense, checks, [])["rows"]
+    assert rows["elastic.Si.C11_GPa"]["converged"] == 152.0 and not rows["elastic.Si.C11_GPa"]["exceeds_tolerance"]
+    assert rows["check.elastic.Si.C11_GPa"]["converged"] == 159.0
+    assert rows["check.elastic.Si.C11_GPa"]["exceeds_tolerance"]  # +6 % against the 5 % tolerance

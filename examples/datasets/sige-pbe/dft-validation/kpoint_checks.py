@@ -222,7 +222,7 @@ def compare(key: str, coarse: float, dense: float, e: str) -> dict:
     row = {"density_2.5": coarse, "converged": dense, "difference": dense - coarse,
            "difference_percent": 100 * (dense - coarse) / abs(coarse) if coarse else None}
     for pattern, (kind, tol) in TOLERANCES.items():
-        if pattern.format(e=e) == key:
+        if pattern.format(e=e) == key.removeprefix("check."):
             moved = abs(row["difference_percent"] if kind == "relative" else row["difference"])
             row.update(tolerance=tol, tolerance_kind=kind, exceeds_tolerance=bool(moved > tol))
     return row
@@ -256,10 +256,12 @@ def summarize(coarse_path: Path, dense_path: Path, checks_path: Path, commands: 
         rows[key]["meshes"] = {"density_2.5": value["supercell_2.5"]["mesh"],
                                "converged": value["density_8"]["mesh"]}
         rows[key]["source"] = "kpoint_checks.py phonons (2-atom cell, Γ optical mode)"
+    # a check's row never replaces the converged run's own number of a property: it goes under "check."
     elastic = checks.get("elastic", {})
     for name in ("C11_GPa", "C12_GPa", "C44_GPa", "C44_clamped_ion_GPa"):
         if name in elastic.get("dense", {}):
             key = f"elastic.Si.{name}"
+            key = f"check.{key}" if key in rows else key
             rows[key] = compare(key, elastic["v1"][name], elastic["dense"][name], "Si")
             rows[key]["meshes"] = {"density_2.5": elastic["v1"]["mesh"],
                                    "converged": elastic["dense"]["mesh"]}
@@ -274,6 +276,7 @@ def summarize(coarse_path: Path, dense_path: Path, checks_path: Path, commands: 
             prop_key = name.replace("gamma_100_1x1_unrelaxed", "gamma_100_unrelaxed_1x1").replace(
                 "gamma_100_2x1_relaxed", "gamma_100_relaxed_2x1")
             key = f"{check}.Si.{prop_key}"
+            key = f"check.{key}" if key in rows else key
             rows[key] = compare(key, value[lo][name], value[hi][name], "Si")
             rows[key]["meshes"] = {"density_2.5": value[lo].get("mesh") or value[lo].get("meshes"),
                                    "converged": value[hi].get("mesh") or value[hi].get("meshes")}
