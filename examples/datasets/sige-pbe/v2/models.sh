@@ -7,9 +7,8 @@
 #   STEPS=finetune MODELS=platonic-sige bash examples/datasets/sige-pbe/v2/models.sh   # one model
 #
 # Steps (STEPS, default all):
-#   data      the v2 files (assemble.py: work/v2/sige-pbe-v2{,-train,-valid,-test}.xyz), the v2 data card
-#             (kept here: sige-pbe-v2.card.{json,md}) and the cards' sample (card-sample.xyz, 3 test
-#             frames per kind, kept here)
+#   data      the v2 files (assemble.py: work/v2/sige-pbe-v2{,-train,-valid,-test}.xyz) and the v2 data
+#             card (kept here: sige-pbe-v2.card.{json,md})
 #   finetune  equiformer_v3-sige and platonic-sige fine-tuned from the shipped v1 models on the v2 labels
 #             (examples/recipes/<model>/v2/finetune.yaml, plateau-ended), SESSION minutes (default 150) per
 #             call on THREADS threads (default 1); the run folders are committed and continue anywhere. The
@@ -21,7 +20,8 @@
 #             ../dft-validation, filled by dft_validation.py --converged under mpiexec), κ(300 K) of all,
 #             one run in FOUNDATION_PYTHON (a Python with this package, phonopy, phono3py, sevenn and
 #             chgnet; default /work/venvs/teacher/bin/python)
-#   cards     the two model cards (CARDS_OUT, default models/pretrained), with issue 55's targets
+#   cards     the cards' sample (card-sample.xyz, 3 test frames per kind, kept here) and the two model
+#             cards (CARDS_OUT, default models/pretrained), with issue 55's targets
 #             (examples/recipes/<model>/v2/targets.json) met or missed, the error budget, MACE and the
 #             foundation models beside
 #
@@ -70,9 +70,6 @@ if want data; then
     python "$here/assemble.py"
     python -m mlip data card "$v2.xyz" -o "$here/sige-pbe-v2.card.json" \
         --markdown "$here/sige-pbe-v2.card.md" --overwrite
-    if [ ! -f "$card_sample" ]; then  # kept in the repository: 3 test frames per kind
-        python "$here/../card_sample.py" "$v2-test.xyz" "$card_sample"
-    fi
 fi
 
 if want finetune; then
@@ -125,6 +122,11 @@ if want validate && [ ! -f "$work/validation/dft_validation.json" ]; then
 fi
 
 if want cards; then
+    # kept in the repository once made: 3 test frames per kind of the test file the cards are made on
+    # (made here, not with the data: the test file grows until the labelling ends)
+    if [ ! -f "$card_sample" ]; then
+        python "$here/../card_sample.py" "$v2-test.xyz" "$card_sample"
+    fi
     for model in "${models[@]}"; do
         say "cards: $model"
         python benchmarks/model_card.py "examples/recipes/$model/v2/finetune-run" --name "$model" \
