@@ -6,8 +6,9 @@
 #   RANKS=1 SHARDS=2 SHARD=0 bash .../label.sh & RANKS=1 SHARDS=2 SHARD=1 bash .../label.sh &
 #                                                               # two one-rank processes, one per core
 #
-# Two one-rank shards beat one two-rank process on small cells (no communication); each shard takes its
-# share of every tranche, and the shard that completes a tranche writes labelled/tranche-NN.xyz.
+# Two one-rank shards label as fast as one two-rank process (docs/data.md, "Cost") and each goes on alone
+# if the other stops; each takes its share of every tranche, and the shard that completes a tranche
+# writes labelled/tranche-NN.xyz.
 #
 # Needs the package's Python with GPAW (`pip install '.[dft]'`, docs/data.md) as `python` and `gpaw`.
 set -euo pipefail
@@ -24,5 +25,6 @@ for tranche in "$here"/tranche-*.xyz; do
     [ -f "$here/labelled/$name" ] && continue
     echo "== $(date +%H:%M:%S) $name"
     nice -n "${NICE:-0}" mpiexec "${bind[@]}" -n "$ranks" gpaw python -m mlip data label "$tranche" --calculator gpaw \
-        --setting kpoint_density_per_inv_A=8.0 --out-dir "$here/run" -o "$here/labelled/$name" "${shard[@]}" --no-progress
+        --setting kpoint_density_per_inv_A=8.0 --out-dir "$here/run" -o "$here/labelled/$name" "${shard[@]}" \
+        --no-progress
 done
