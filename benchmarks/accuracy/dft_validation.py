@@ -648,13 +648,15 @@ def prop_surface(ctx: Context, element: str) -> Dict[str, Any]:
 
     final = relaxed["atoms"]
     z = final.positions[:, 2]
-    top = np.nonzero(np.abs(z - z.max()) < 0.5)[0]
-    dimer = float(final.get_distance(top[0], top[1], mic=True)) if len(top) == 2 else None
+    # the 2×1 cell's top layer is one dimer; a buckled one has its atoms 0.6–0.7 Å apart in height
+    top = np.argsort(z)[-2:]
+    dimer = float(final.get_distance(top[0], top[1], mic=True))
     return {"layers": s.slab_layers, "vacuum_A": s.vacuum, "n_atoms_1x1": len(flat),
             "n_atoms_2x1": len(seeded),
             "gamma_100_unrelaxed_1x1_J_per_m2": gamma(energy_of(flat, ctx.calc), flat),
             "gamma_100_relaxed_2x1_J_per_m2": gamma(relaxed["energy_eV"], final),
-            "dimer_length_A": dimer, "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"},
+            "dimer_length_A": dimer, "dimer_buckling_A": float(abs(z[top[1]] - z[top[0]])),
+            "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"},
             "cell_relaxed_A": final.cell.array, "positions_relaxed_A": final.positions}
 
 

@@ -198,6 +198,32 @@ def test_dimer_seed_of_the_100_slab(dv):
         dv.slab_100("Si", a, 7, 6.0, dimers=True)
 
 
+def test_the_surface_reports_its_dimer_buckled_or_not(dv):
+    """prop_surface: the dimer of the relaxed 2×1 top layer, its length and buckling, also when buckled
+    (its atoms 0.6 Å apart in height, as PBE's Si(100) dimers are)."""
+    from types import SimpleNamespace
+
+    from ase.calculators.lj import LennardJones
+
+    a = 5.43
+
+    def relaxed_as(buckle):
+        def relax(atoms, cell, fmax):
+            atoms = atoms.copy()
+            z = atoms.positions[:, 2]
+            atoms.positions[np.argmax(z), 2] += buckle  # one atom of the top dimer up
+            return {"atoms": atoms, "energy_eV": 0.0, "converged": True, "n_steps": 0,
+                    "fmax_final_eV_per_A": 0.0}
+        return relax
+
+    for buckle in (0.0, 0.6):
+        ctx = SimpleNamespace(lattice={"Si": a}, calc=LennardJones(), sizes=dv.Sizes(slab_layers=8),
+                              start_cells={}, relax=relaxed_as(buckle))
+        out = dv.prop_surface(ctx, "Si")
+        assert out["dimer_length_A"] == pytest.approx(np.hypot(a / np.sqrt(2) - 1.0, buckle), abs=1e-9)
+        assert out["dimer_buckling_A"] == pytest.approx(buckle, abs=1e-9)
+
+
 def test_gpaw_method_is_the_labeller_and_records_overrides(dv):
     pytest.importorskip("gpaw")
     from mlip.workflows.labelling import GPAW_PBE_SETTINGS
