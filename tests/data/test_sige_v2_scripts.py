@@ -256,3 +256,19 @@ def test_spend_sums_recorded_times_once_per_calculation(tmp_path):
                              "cpu_hours": pytest.approx(1.0), "machine_hours": pytest.approx(2.1),
                              "unfinished": 1, "unfinished_hours": 2.0}
     assert "| **total** | 5 | **2.4** | 1.00 (2) | **2.1** | 1 (2.0) |" in text
+
+
+def test_v1_frames_replayed_for_their_forces_only_where_v2_has_no_label():
+    """assemble.forces_only: v1's periodic frames without a v2 label, energy and stress weighted 0
+    (their coarse-mesh error is by cell), forces kept; molecules and relabelled structures left out."""
+    from ase import Atoms
+    from ase.build import bulk
+
+    with _load("assemble.py") as assemble:
+        frames = [bulk("Si", "diamond", a=5.43), bulk("Ge", "diamond", a=5.66), Atoms("Si2", [[0, 0, 0], [0, 0, 2.3]])]
+        for k, atoms in enumerate(frames):
+            atoms.info["id"] = f"f{k}"
+        replay = assemble.forces_only(frames, relabelled={"f1"})
+    assert [a.info["id"] for a in replay] == ["f0"]
+    assert replay[0].info["config_energy_weight"] == replay[0].info["config_stress_weight"] == 0.0
+    assert "config_forces_weight" not in replay[0].info

@@ -19,6 +19,9 @@ v2 label yet, with their v1 labels weighted for forces only (``config_energy_wei
 stresses carry the coarse mesh's cell-dependent error, their forces far less (docs/data.md). Fine-tuning
 on the few v2 labels alone forgets what the rest of v1 taught (the pilot of 2026-12-06:
 ``examples/recipes/equiformer_v3-sige/v2/pilot.py``); replaying v1's forces keeps it.
+``sige-pbe-v2-valid-replay.xyz`` is the validation file with v1's unrelabelled periodic validation
+structures added the same way: a validation loss (which weighs each frame as the training loss does) that
+also sees forgetting, on about 100 frames instead of the few v2 has labelled (not used by a recipe yet).
 """
 
 from __future__ import annotations
@@ -87,6 +90,19 @@ def loop_frames(run: Path) -> List:
     return frames
 
 
+def forces_only(v1_frames: List, relabelled: set) -> List:
+    """v1's periodic frames whose id has no v2 label (``relabelled``), weighted for their forces only
+    (``config_energy_weight`` and ``config_stress_weight`` 0): the coarse mesh moved their energies and
+    stresses by cell, their forces far less."""
+    out = []
+    for atoms in v1_frames:
+        if atoms.pbc.any() and str(atoms.info["id"]) not in relabelled:
+            atoms.info.update(config_energy_weight=0.0, config_stress_weight=0.0,
+                              label_note="v1 label (k-point density 2.5): forces only")
+            out.append(atoms)
+    return out
+
+
 def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     """Write the v2 files into ``out``; {part: {config_type: frames}}."""
     from ase.io import read, write
@@ -126,13 +142,9 @@ def assemble(work: Path, out: Path) -> Dict[str, Dict[str, int]]:
     everything = [a for part in PARTS for a in frames[part]]
     files = [("sige-pbe-v2.xyz", everything)] + [(f"sige-pbe-v2-{p}.xyz", frames[p]) for p in PARTS]
     relabelled = {str(a.info["id"]) for a in v2 + from_loop}
-    replay = []
-    for atoms in v1["train"]:
-        if atoms.pbc.any() and str(atoms.info["id"]) not in relabelled:
-            atoms.info.update(config_energy_weight=0.0, config_stress_weight=0.0,
-                              label_note="v1 label (k-point density 2.5): forces only")
-            replay.append(atoms)
+    replay = forces_only(v1["train"], relabelled)
     files.append(("sige-pbe-v2-train-replay.xyz", frames["train"] + replay))
+    files.append(("sige-pbe-v2-valid-replay.xyz", frames["valid"] + forces_only(v1["valid"], relabelled)))
     for name, chunk in files:
         atomic_write(out / name, lambda tmp, chunk=chunk: write(tmp, chunk, format="extxyz"))
     print(f"v2: {len(v2)} periodic structures labelled, {len(gamma_only)} without periodicity (v1 labels), "
