@@ -429,7 +429,8 @@ class Context:
                  start_cells: Optional[Dict[str, Any]] = None):
         self.method, self.calc, self.sizes, self.out, self.progress = method, calc, sizes, out, progress
         self.lattice: Dict[str, float] = {}
-        #: (phase, element) → the cell [3, 3] a zero-pressure relaxation starts from (:func:`start_cells`)
+        #: (phase, element) → the cell [3, 3] a zero-pressure relaxation starts from, ("surface", element) →
+        #: the relaxed slab the surface relaxation starts from (:func:`start_cells`)
         self.start_cells: Dict[Any, Any] = start_cells or {}
 
     @contextmanager
