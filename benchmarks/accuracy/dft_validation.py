@@ -61,7 +61,9 @@ those settings, and the report's ``settings_by_property`` says which settings ga
 ``--converged`` is the reference models are compared with: the dataset's settings where a denser mesh
 does not move the property, a Γ-centred mesh of density 8 Å⁻¹ (the v2 labels' rule) where it does
 (:data:`CONVERGED_PROPERTY_SETTINGS`, chosen by measurement: ``docs/accuracy.md``), the relaxations
-started at the density-2.5 relaxed cells (``--start-from``, :data:`CONVERGED_START_FROM`).
+started at the density-2.5 relaxed cells (``--start-from``, :data:`CONVERGED_START_FROM`); the vacancy
+is relaxed on the dataset's mesh and its energies are taken on density 8's
+(:data:`CONVERGED_ENERGY_SETTINGS`: the report's ``energies_at`` keeps both).
 """
 
 from __future__ import annotations
@@ -151,6 +153,13 @@ CONVERGED_PROPERTY_SETTINGS: Dict[str, Dict[str, Any]] = {
     "elastic": {"kpoint_density_per_inv_A": 8.0},  # C12 −4.2 % on 16³
     "surface": {"kpoint_density_per_inv_A": 8.0},  # the bulk-terminated 1×1 γ +4.7 % on density 8
     "phonons.Ge": {"kpoint_density_per_inv_A": 8.0},  # Γ optical +0.25 THz on density 8 (Si: +0.03)
+}
+#: ``--converged``: properties whose structures are relaxed at their group's settings (the dataset's rule)
+#: and whose energies are then evaluated at these: the 63-atom vacancy relaxed on 2³ keeps forces of at most
+#: 0.05 eV/Å on 5³ (density 8's mesh), so relaxing it there (about 5 h of both cores) would move its energy
+#: by a few meV, while the mesh moves the relaxed formation energy by +0.13 eV (kpoint_checks.py vacancy)
+CONVERGED_ENERGY_SETTINGS: Dict[str, Dict[str, Any]] = {
+    "vacancy": {"kpoint_density_per_inv_A": 8.0},
 }
 #: ``--converged``'s ``--start-from``: the v1 (density 2.5) report, whose relaxed cells the relaxations
 #: on the denser mesh start from (the cache holds those relaxations, so they replay from here)
@@ -426,9 +435,13 @@ class Context:
     """What the property functions share for one method: its cached calculator, sizes and log."""
 
     def __init__(self, method: Method, calc: CachedCalculator, sizes: Sizes, out: Path, progress: bool,
-                 start_cells: Optional[Dict[str, Any]] = None):
+                 start_cells: Optional[Dict[str, Any]] = None,
+                 energy_calcs: Optional[Dict[str, CachedCalculator]] = None):
         self.method, self.calc, self.sizes, self.out, self.progress = method, calc, sizes, out, progress
         self.lattice: Dict[str, float] = {}
+        #: property → the calculator its final energies come from where they are not ``calc``'s
+        #: (:data:`CONVERGED_ENERGY_SETTINGS`: relaxed with ``calc``, single points with this one)
+        self.energy_calcs: Dict[str, CachedCalculator] = energy_calcs or {}
         #: (phase, element) → the cell [3, 3] a zero-pressure relaxation starts from, ("surface", element) →
         #: the relaxed slab the surface relaxation starts from (:func:`start_cells`)
         self.start_cells: Dict[Any, Any] = start_cells or {}
@@ -596,9 +609,19 @@ def prop_vacancy(ctx: Context, element: str) -> Dict[str, Any]:
     relaxed = ctx.relax(vacancy, cell=False, fmax=ctx.sizes.fmax)
     sites = len(perfect)
     reference = (sites - 1) / sites * e_perfect
-    return {"n_sites": sites, "formation_energy_unrelaxed_eV": e_vacancy - reference,
-            "formation_energy_relaxed_eV": relaxed["energy_eV"] - reference,
-            "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"}}
+    out = {"n_sites": sites, "formation_energy_unrelaxed_eV": e_vacancy - reference,
+           "formation_energy_relaxed_eV": relaxed["energy_eV"] - reference,
+           "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"}}
+    calc = ctx.energy_calcs.get("vacancy")
+    if calc is not None:  # the same three structures' energies at other settings (a denser mesh)
+        calc.begin_stage()
+        e = [energy_of(s, calc) for s in (perfect, vacancy, relaxed["atoms"])]
+        reference = (sites - 1) / sites * e[0]
+        at_relaxation = {k: out[k] for k in ("formation_energy_unrelaxed_eV", "formation_energy_relaxed_eV")}
+        out.update(formation_energy_unrelaxed_eV=e[1] - reference, formation_energy_relaxed_eV=e[2] - reference,
+                   energies_at={"key": calc.method.key, "overrides": calc.method.description.get("overrides"),
+                                **calc.stage_account(), "at_the_relaxation_settings": at_relaxation})
+    return out
 
 
 def slab_100(element: str, a: float, layers: int, vacuum: float, dimers: bool) -> Atoms:
@@ -727,13 +750,19 @@ def start_cells(path: Path, method: str = "gpaw") -> Dict[Any, Any]:
 def run_method(method: Method, elements: Sequence[str], properties: Sequence[str], sizes: Sizes, out: Path,
                ranks: Ranks, cache_only: bool, progress: bool, log: Callable[[str], None],
                start: Optional[Dict[Any, Any]] = None,
-               only: Optional[Sequence[Any]] = None) -> Dict[str, Any]:
+               only: Optional[Sequence[Any]] = None,
+               energy_methods: Optional[Dict[str, Method]] = None) -> Dict[str, Any]:
     """Every property of ``properties`` for ``method`` (the lattice stage always: the others build on its
     lattice constants); a failed property records its error. ``start``: :func:`start_cells`; ``only``:
-    the (property, element) pairs to compute, where not all (the lattice stage is run all the same)."""
-    calc = CachedCalculator(method, out / "cache" / method.key, ranks, cache_only,
-                            checkpoints=out / "checkpoints" / method.key if method.name == "gpaw" else None)
-    ctx = Context(method, calc, sizes, out, progress, start)
+    the (property, element) pairs to compute, where not all (the lattice stage is run all the same);
+    ``energy_methods``: property → the method its final energies come from (:class:`Context`)."""
+    def cached(m: Method) -> CachedCalculator:
+        return CachedCalculator(m, out / "cache" / m.key, ranks, cache_only,
+                                checkpoints=out / "checkpoints" / m.key if m.name == "gpaw" else None)
+
+    calc = cached(method)
+    energy_calcs = {prop: cached(m) for prop, m in (energy_methods or {}).items() if prop in properties}
+    ctx = Context(method, calc, sizes, out, progress, start, energy_calcs)
     results: Dict[str, Any] = {p: {} for p in properties}
     every, first = list(elements), [elements[0]]
     plan = [("lattice", e) for e in every]
@@ -766,15 +795,19 @@ def run_method(method: Method, elements: Sequence[str], properties: Sequence[str
         cached = calc.counts["cached"] - before["cached"]
         log(f"[{method.name}] {element} {prop}: {line} ({computed} computed, {cached} cached, "
             f"{time.perf_counter() - t0:.1f} s)")
+    counts = {name: value + sum(c.counts[name] for c in energy_calcs.values())
+              for name, value in calc.counts.items()}
     return {"name": method.name, "key": method.key, **method.description, "properties": results,
-            "stages": stages, "lattice_constants_A": dict(ctx.lattice), "evaluations": dict(calc.counts)}
+            "stages": stages, "lattice_constants_A": dict(ctx.lattice), "evaluations": counts}
 
 
 def run_by_property(groups: Sequence[Any], elements: Sequence[str], properties: Sequence[str], sizes: Sizes,
                     out: Path, ranks: Ranks, cache_only: bool, progress: bool, log: Callable[[str], None],
-                    start: Optional[Dict[Any, Any]] = None) -> Dict[str, Any]:
+                    start: Optional[Dict[Any, Any]] = None,
+                    energy_methods: Optional[Dict[str, Method]] = None) -> Dict[str, Any]:
     """GPAW with settings chosen per property or per property and element (``--property-setting``,
-    ``--converged``): ``groups`` is [(method, [(property, element)])], one method per distinct settings.
+    ``--converged``): ``groups`` is [(method, [(property, element)])], one method per distinct settings;
+    ``energy_methods``: :func:`run_method`'s.
     Each group is a run of its own (:func:`run_method`, its own cache folder), so each property is
     computed entirely at its settings, including the lattice constant it builds on (the lattice stage
     at those settings, which ``settings_by_property`` reports); the report merges the groups' results."""
@@ -788,7 +821,7 @@ def run_by_property(groups: Sequence[Any], elements: Sequence[str], properties: 
         log(f"[gpaw] {', '.join(f'{p} {e}' for p, e in pairs)} with overrides "
             f"{method.description['overrides']} ({method.key})")
         part = run_method(method, elements, props, sizes, out, ranks, cache_only, progress, log, start,
-                          only=pairs)
+                          only=pairs, energy_methods=energy_methods)
         merged["version"] = part["version"]
         keys.append(method.key)
         for name in merged["evaluations"]:
@@ -806,6 +839,7 @@ def run_by_property(groups: Sequence[Any], elements: Sequence[str], properties: 
     found = merged["properties"]
     merged["properties"] = {p: {e: found[p][e] for e in elements if e in found[p]}
                             for p in ["lattice", *properties] if p in found}
+    keys += [f"{prop}:{m.key}" for prop, m in sorted((energy_methods or {}).items())]  # energies elsewhere
     merged["key"] = "gpaw-by-property-" + hashlib.sha256(" ".join(keys).encode()).hexdigest()[:12]
     return merged
 
@@ -1047,12 +1081,16 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                          "add --methods gpaw")
     methods: List[Method] = []
     groups: List[Any] = []  # GPAW's (method, [(property, element)]) per distinct settings, if per property
+    energy_methods: Dict[str, Method] = {}  # GPAW's, --converged: CONVERGED_ENERGY_SETTINGS
     for name in args.methods:
         if name == "gpaw":
             methods.append(gpaw_method(overrides, "gpaw" in args.cache_only))
             if per_property:
                 groups = gpaw_groups(overrides, per_property, args.properties, args.elements,
                                      "gpaw" in args.cache_only)
+            if args.converged:
+                energy_methods = {prop: gpaw_method({**overrides, **values}, "gpaw" in args.cache_only)
+                                  for prop, values in CONVERGED_ENERGY_SETTINGS.items()}
         else:
             methods.append(emt_method())
     methods += [model_method(spec) for spec in args.model]
@@ -1084,10 +1122,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         cache_only, gpaw = method.name in args.cache_only, method.name == "gpaw"
         if gpaw and groups:
             entry = run_by_property(groups, args.elements, args.properties, sizes, out, ranks, cache_only,
-                                    not args.no_progress, log, start)
+                                    not args.no_progress, log, start, energy_methods)
         else:
             entry = run_method(method, args.elements, args.properties, sizes, out, ranks, cache_only,
-                               not args.no_progress, log, start if gpaw else None)
+                               not args.no_progress, log, start if gpaw else None,
+                               energy_methods=energy_methods if gpaw else None)
         report["methods"][method.name] = entry
         report["methods"][method.name]["wall_time_s"] = time.perf_counter() - t0
         if ranks.writer:

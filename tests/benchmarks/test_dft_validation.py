@@ -376,6 +376,45 @@ def test_settings_per_property_each_property_from_its_own_run(dv, tmp_path):
     assert not merged["reference_settings"]
 
 
+def test_a_property_relaxed_at_one_setting_takes_its_energies_at_another(dv, tmp_path):
+    """energy_methods (--converged's vacancy): the structures are relaxed with the group's method, and the
+    formation energies are the other method's energies of the same three structures (the perfect cell, the
+    unrelaxed and the relaxed vacancy), which it alone computes; the report keeps the first method's numbers
+    and says which settings and meshes gave the energies. A Lennard-Jones "dense mesh" stands in so that
+    the two methods' numbers differ."""
+    from ase.calculators.lj import LennardJones
+
+    from mlip.workflows.kpoints import kpoint_mesh
+
+    sizes = dv.Sizes(eos_volumes=[0.9, 1.1, 5], relax_steps=60, vacancy_supercell=1)
+    coarse = _emt_with_mesh(dv, 1.0, "mesh-1.0")
+    dense = dv.Method("gpaw", "lj-3.0", lambda atoms: LennardJones(sigma=2.3, epsilon=0.4, rc=6.0),
+                      {"overrides": {"kpoint_density_per_inv_A": 3.0}}, mesh=lambda atoms: kpoint_mesh(atoms, 3.0))
+    args = (["Cu"], ["lattice", "vacancy"], sizes, tmp_path, dv.Ranks(mpi=False), False, False, lambda line: None)
+    alone = dv.run_method(coarse, *args)["properties"]["vacancy"]["Cu"]
+    both = dv.run_method(coarse, *args, energy_methods={"vacancy": dense})
+    vacancy = both["properties"]["vacancy"]["Cu"]
+    names = ("formation_energy_unrelaxed_eV", "formation_energy_relaxed_eV")
+    assert vacancy["energies_at"]["at_the_relaxation_settings"] == {k: alone[k] for k in names}
+    assert vacancy["relaxation"] == alone["relaxation"]
+    stored = [json.loads(path.read_text()) for path in (tmp_path / "cache" / "lj-3.0").rglob("*.json")]
+    assert len(stored) == 3  # the three single points, no relaxation step
+    perfect = dv.diamond("Cu", both["lattice_constants_A"]["Cu"], cubic=True)
+    unrelaxed = perfect.copy()
+    del unrelaxed[0]
+    e_perfect, e_unrelaxed = (dv.energy_of(s, dense.make(s)) for s in (perfect, unrelaxed))
+    reference = (len(perfect) - 1) / len(perfect) * e_perfect
+    assert vacancy["formation_energy_unrelaxed_eV"] == pytest.approx(e_unrelaxed - reference, abs=1e-9)
+    e_relaxed = [r["energy"] for r in stored if not math.isclose(r["energy"], e_perfect)
+                 and not math.isclose(r["energy"], e_unrelaxed)]
+    assert vacancy["formation_energy_relaxed_eV"] == pytest.approx(e_relaxed[0] - reference, abs=1e-9)
+    for name in names:
+        assert not math.isclose(vacancy[name], alone[name], rel_tol=1e-3)
+    assert vacancy["energies_at"]["key"] == "lj-3.0" and vacancy["energies_at"]["evaluations"] == 3
+    assert vacancy["energies_at"]["overrides"] == {"kpoint_density_per_inv_A": 3.0}
+    assert vacancy["energies_at"]["kpoint_meshes"] and both["evaluations"]["computed"] >= 3
+
+
 def test_property_settings_are_parsed_and_group_the_gpaw_methods(dv):
     pytest.importorskip("gpaw")
     per = dv.parse_property_settings(["phases:kpoint_density_per_inv_A=8", "phases:ecut_eV=500",
@@ -485,6 +524,31 @@ def test_the_converged_reference_is_read_without_gpaw(dv, tmp_path, monkeypatch)
     # v1 computed the undisplaced supercell too (RESIDUAL): one evaluation more
     assert stage["evaluations"] == v1_stage["evaluations"] - 1 == 1
     assert 0 < stage["label_wall_time_s"] < v1_stage["label_wall_time_s"]
+
+
+def test_the_converged_vacancy_is_relaxed_on_the_dataset_mesh_and_evaluated_on_density_8(dv, tmp_path,
+                                                                                        monkeypatch):
+    """--converged's vacancy (CONVERGED_ENERGY_SETTINGS), read from the repository cache without GPAW:
+    the relaxation is the density-2.5 report's, step for step, and the formation energies are the
+    density-8 mesh's (5³ on the 64-site cell) single points of the same three structures, which
+    kpoint_checks.py computed: the report keeps the density-2.5 numbers beside them."""
+    _kept_cache_without_gpaw(dv, tmp_path, monkeypatch)
+    report = dv.main(["--out", str(tmp_path), "--methods", "gpaw", "--cache-only", "gpaw", "--converged",
+                      "--elements", "Si", "--properties", "lattice", "vacancy", "--no-progress"])
+    gpaw = report["methods"]["gpaw"]
+    vacancy = gpaw["properties"]["vacancy"]["Si"]
+    kept = json.loads((SCRIPT.parents[2] / dv.CONVERGED_START_FROM).read_text())["methods"]["gpaw"]
+    v1 = kept["properties"]["vacancy"]["Si"]
+    assert vacancy["relaxation"] == v1["relaxation"]
+    names = ("formation_energy_unrelaxed_eV", "formation_energy_relaxed_eV")
+    assert vacancy["energies_at"]["at_the_relaxation_settings"] == pytest.approx({k: v1[k] for k in names})
+    assert vacancy["energies_at"]["kpoint_meshes"] == [[5, 5, 5]]
+    assert vacancy["energies_at"]["overrides"] == {"kpoint_density_per_inv_A": 8.0}
+    checks = SCRIPT.parents[2] / "examples/datasets/sige-pbe/dft-validation/kpoint-checks/kpoint_checks.json"
+    dense = json.loads(checks.read_text())["vacancy"]["dense"]
+    assert {k: vacancy[k] for k in names} == pytest.approx({k: dense[k] for k in names}, abs=1e-9)
+    assert vacancy["formation_energy_relaxed_eV"] - v1["formation_energy_relaxed_eV"] > 0.1
+    assert gpaw["evaluations"]["computed"] == 0
 
 
 def test_the_converged_summary_keeps_the_runs_numbers_and_puts_a_checks_beside(tmp_path):
