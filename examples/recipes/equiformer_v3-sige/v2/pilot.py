@@ -4,12 +4,13 @@
     OMP_NUM_THREADS=1 python examples/recipes/equiformer_v3-sige/v2/pilot.py \
         --out examples/datasets/sige-pbe/work/v2/pilot --epochs 150 --json RECORD.json
 
-Every arm is ``finetune.yaml`` with another ``init_from`` and learning rate, trained on the v2 training
-file (or its ``-replay`` form, which adds v1's forces: assemble.py) with the v2 validation file picking the
-best epoch (eager, not compiled: the runs are short), for ``--epochs`` at most (the plateau rule may end one
-earlier; each arm's minutes are recorded: a replay epoch costs about 6× one on the v2 file alone). Each arm's best weights are then scored on the v2 test file (float64), overall,
-on its periodic structures and per config_type, beside the starting checkpoints as they are. A finished
-arm is not trained again (rerun the command after a stop: an arm stopped mid-run resumes).
+Every arm is ``finetune.yaml`` with another ``init_from``, learning rate, training or validation file
+(the ``-replay`` forms add v1's forces: assemble.py) or loss weights (:data:`ARMS`), its validation file
+picking the best epoch (eager, not compiled: the runs are short), for ``--epochs`` at most (the plateau
+rule may end one earlier; each arm's minutes are recorded: a replay epoch costs about 6× one on the v2 file
+alone). Each arm's best weights are then scored on the v2 test file (float64), overall, on its periodic
+structures and per config_type, beside the starting checkpoints as they are. A finished arm is not
+trained again (rerun the command after a stop: an arm stopped mid-run resumes).
 """
 
 from __future__ import annotations
@@ -27,21 +28,34 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 V1 = "examples/datasets/sige-pbe/v2/learn/pretrained.safetensors"  # the shipped v1 model, frozen
 TEACHER = "examples/recipes/equiformer_v3-sige/v2/teacher-run/best.safetensors"
-#: name → (init_from, learning rate, training file's suffix): "-replay" adds v1's periodic training
-#: structures without a v2 label, weighted for forces only (assemble.py)
+#: name → (init_from, learning rate, training file's suffix[, validation file's suffix[, loss overrides]]):
+#: "-replay" adds v1's periodic structures without a v2 label, weighted for forces only (assemble.py); a
+#: validation file with them sees forgetting on ~100 frames instead of v2's ~20
 ARMS = {"v1-lr1e-3": (V1, 1e-3, ""), "v1-lr3e-4": (V1, 3e-4, ""), "teacher-lr1e-3": (TEACHER, 1e-3, ""),
-        "v1-replay-lr3e-4": (V1, 3e-4, "-replay")}
+        "v1-replay-lr3e-4": (V1, 3e-4, "-replay"),
+        "v1-replay-validreplay-lr3e-4": (V1, 3e-4, "-replay", "-replay"),
+        "v1-replay-lr1e-4": (V1, 1e-4, "-replay"), "v1-replay-lr3e-5": (V1, 3e-5, "-replay"),
+        "v1-replay-energy10-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 10.0})}
 V2 = "examples/datasets/sige-pbe/work/v2/sige-pbe-v2"
 #: the group of the periodic structures in score() (no config_type is named so)
 PERIODIC = "<periodic>"
 
 
+def arm(name: str):
+    """ARMS[name] with its defaults: (init_from, lr, training suffix, validation suffix, loss overrides)."""
+    defaults = (None, None, "", "", {})
+    spec = ARMS[name]
+    return (*spec, *defaults[len(spec):])
+
+
 def arm_config(name: str, out: Path, epochs: int) -> Path:
     """The arm's config, written into its folder: finetune.yaml with its start, rate and length."""
-    init_from, lr, suffix = ARMS[name]
+    init_from, lr, suffix, valid_suffix, loss = arm(name)
     config = yaml.safe_load((HERE / "finetune.yaml").read_text())
+    config["loss"].update(loss)
     config.update(init_from=str(ROOT / init_from), epochs=epochs, compile=False, out_dir=str(out / name),
-                  data={"train": str(ROOT / f"{V2}-train{suffix}.xyz"), "valid": str(ROOT / f"{V2}-valid.xyz")})
+                  data={"train": str(ROOT / f"{V2}-train{suffix}.xyz"),
+                        "valid": str(ROOT / f"{V2}-valid{valid_suffix}.xyz")})
     config["optimizer"]["lr"] = lr
     path = out / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -96,8 +110,9 @@ def main(argv=None) -> int:
                            check=True)
             (run / "done").write_text("")
         history = json.loads((run / "metrics.json").read_text())
-        init_from, lr, suffix = ARMS[name]
+        init_from, lr, suffix, valid_suffix, loss = arm(name)
         record["arms"][name] = {"init_from": init_from, "lr": lr, "train": f"sige-pbe-v2-train{suffix}.xyz",
+                                "valid": f"sige-pbe-v2-valid{valid_suffix}.xyz", "loss_overrides": loss,
                                 "epochs_cap": json.loads((run / "config.json").read_text())["epochs"],
                                 "epochs": len(history),
                                 "minutes": history[-1].get("minutes"), "stopped": history[-1].get("stopped"),
