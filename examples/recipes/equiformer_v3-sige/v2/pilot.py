@@ -35,7 +35,8 @@ ARMS = {"v1-lr1e-3": (V1, 1e-3, ""), "v1-lr3e-4": (V1, 3e-4, ""), "teacher-lr1e-
         "v1-replay-lr3e-4": (V1, 3e-4, "-replay"),
         "v1-replay-validreplay-lr3e-4": (V1, 3e-4, "-replay", "-replay"),
         "v1-replay-lr1e-4": (V1, 1e-4, "-replay"), "v1-replay-lr3e-5": (V1, 3e-5, "-replay"),
-        "v1-replay-energy10-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 10.0})}
+        "v1-replay-energy10-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 10.0}),
+        "v1-replay-validnocompressed-lr3e-4": (V1, 3e-4, "-replay", "-nocompressed")}
 V2 = "examples/datasets/sige-pbe/work/v2/sige-pbe-v2"
 #: the group of the periodic structures in score() (no config_type is named so)
 PERIODIC = "<periodic>"
