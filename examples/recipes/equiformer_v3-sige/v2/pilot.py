@@ -49,9 +49,25 @@ def arm(name: str):
     return (*spec, *defaults[len(spec):])
 
 
+def write_valid_without_compressed() -> None:
+    """``{V2}-valid-nocompressed.xyz``: the v2 validation file with its compressed frames weighted 0
+    (``config_weight``), for the arm that validates without them (README.md)."""
+    from ase.io import read, write
+
+    from mlip.io import atomic_write
+
+    frames = read(ROOT / f"{V2}-valid.xyz", ":")
+    for atoms in frames:
+        if atoms.info.get("config_type") == "compressed":
+            atoms.info["config_weight"] = 0.0
+    atomic_write(ROOT / f"{V2}-valid-nocompressed.xyz", lambda tmp: write(tmp, frames, format="extxyz"))
+
+
 def arm_config(name: str, out: Path, epochs: int) -> Path:
     """The arm's config, written into its folder: finetune.yaml with its start, rate and length."""
     init_from, lr, suffix, valid_suffix, loss = arm(name)
+    if valid_suffix == "-nocompressed":
+        write_valid_without_compressed()
     config = yaml.safe_load((HERE / "finetune.yaml").read_text())
     config["loss"].update(loss)
     config.update(init_from=str(ROOT / init_from), epochs=epochs, compile=False, out_dir=str(out / name),
