@@ -608,19 +608,20 @@ def prop_vacancy(ctx: Context, element: str) -> Dict[str, Any]:
     e_perfect, e_vacancy = energy_of(perfect, ctx.calc), energy_of(vacancy, ctx.calc)
     relaxed = ctx.relax(vacancy, cell=False, fmax=ctx.sizes.fmax)
     sites = len(perfect)
-    reference = (sites - 1) / sites * e_perfect
-    out = {"n_sites": sites, "formation_energy_unrelaxed_eV": e_vacancy - reference,
-           "formation_energy_relaxed_eV": relaxed["energy_eV"] - reference,
-           "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"}}
+
+    def formation(e_perfect: float, e_unrelaxed: float, e_relaxed: float) -> Dict[str, float]:
+        reference = (sites - 1) / sites * e_perfect
+        return {"formation_energy_unrelaxed_eV": e_unrelaxed - reference,
+                "formation_energy_relaxed_eV": e_relaxed - reference}
+
+    at_relaxation = formation(e_perfect, e_vacancy, relaxed["energy_eV"])
+    out = {"n_sites": sites, **at_relaxation, "relaxation": {k: v for k, v in relaxed.items() if k != "atoms"}}
     calc = ctx.energy_calcs.get("vacancy")
     if calc is not None:  # the same three structures' energies at other settings (a denser mesh)
         calc.begin_stage()
-        e = [energy_of(s, calc) for s in (perfect, vacancy, relaxed["atoms"])]
-        reference = (sites - 1) / sites * e[0]
-        at_relaxation = {k: out[k] for k in ("formation_energy_unrelaxed_eV", "formation_energy_relaxed_eV")}
-        out.update(formation_energy_unrelaxed_eV=e[1] - reference, formation_energy_relaxed_eV=e[2] - reference,
-                   energies_at={"key": calc.method.key, "overrides": calc.method.description.get("overrides"),
-                                **calc.stage_account(), "at_the_relaxation_settings": at_relaxation})
+        out.update(formation(*(energy_of(s, calc) for s in (perfect, vacancy, relaxed["atoms"]))))
+        out["energies_at"] = {"key": calc.method.key, "overrides": calc.method.description.get("overrides"),
+                              **calc.stage_account(), "at_the_relaxation_settings": at_relaxation}
     return out
 
 
