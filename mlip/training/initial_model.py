@@ -5,6 +5,8 @@ checkpoint's with ``init_from``, grown deeper with ``init_grow``; an embedded-at
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from mlip.training.config import TrainConfig
@@ -125,10 +127,11 @@ def build_potential(config: TrainConfig, dist: Distributed, train_samples: list,
     reference = isolated_atom_energies(train_samples + valid_samples, numbers, potential.cutoff) if isolated else None
     if config.init_from:
         load_initial_weights(potential, config.init_from, grow=config.init_grow)
-        scale, scale_kind = float(potential.scale), f"kept from {config.init_from}"
+        # the file's name only: the scale's origin goes into the checkpoints (no path of this machine)
+        scale, scale_kind = float(potential.scale), f"kept from {Path(config.init_from).name}"
     elif config.init_embedded_atom_from:
         _load_embedded_atom(potential, config.init_embedded_atom_from)
-        scale, scale_kind = float(potential.scale), f"kept from {config.init_embedded_atom_from}"
+        scale, scale_kind = float(potential.scale), f"kept from {Path(config.init_embedded_atom_from).name}"
     else:
         if reference is None:
             reference = fit_reference_energies(train_samples, numbers)

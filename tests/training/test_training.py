@@ -374,6 +374,8 @@ def test_init_from_continues_from_a_checkpoint_and_refuses_another_model(tmp_pat
     training = mlip.read_header(frozen.last)["metadata"]["training"]
     # recorded by name and content, not by where it lay (mlip.training.provenance)
     assert training["config"]["init_from"] == "best.safetensors"
+    assert training["output_scale_from"] == "kept from best.safetensors"
+    assert not machine_paths(mlip.read_header(frozen.last)["metadata"])
     assert training["files"]["init_from"] == {"name": "best.safetensors", "bytes": first.best.stat().st_size,
                                               "sha256": hashlib.sha256(first.best.read_bytes()).hexdigest()}
     # stage 2 starts from the validation errors of the checkpoint it was given
