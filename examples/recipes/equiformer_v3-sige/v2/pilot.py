@@ -9,7 +9,8 @@ Every arm is ``finetune.yaml`` with another ``init_from``, learning rate, traini
 picking the best epoch (eager, not compiled: the runs are short), for ``--epochs`` at most (the plateau
 rule may end one earlier; each arm's minutes are recorded: a replay epoch costs about 6× one on the v2 file
 alone). Each arm's best weights are then scored on the v2 test file (float64), overall, on its periodic
-structures and per config_type, beside the starting checkpoints as they are. A finished arm is not
+structures and per config_type, beside the starting checkpoints as they are; its last weights too, and
+how well both fit the v2 training file (``train_fit``). A finished arm is not
 trained again (rerun the command after a stop: an arm stopped mid-run resumes).
 """
 
@@ -36,7 +37,10 @@ ARMS = {"v1-lr1e-3": (V1, 1e-3, ""), "v1-lr3e-4": (V1, 3e-4, ""), "teacher-lr1e-
         "v1-replay-validreplay-lr3e-4": (V1, 3e-4, "-replay", "-replay"),
         "v1-replay-lr1e-4": (V1, 1e-4, "-replay"), "v1-replay-lr3e-5": (V1, 3e-5, "-replay"),
         "v1-replay-energy10-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 10.0}),
-        "v1-replay-validnocompressed-lr3e-4": (V1, 3e-4, "-replay", "-nocompressed")}
+        "v1-replay-validnocompressed-lr3e-4": (V1, 3e-4, "-replay", "-nocompressed"),
+        # the recipe's energy weight leaves the training energies unfitted (README.md, "Energies"): heavier ones
+        "v1-replay-energy30-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 30.0}),
+        "v1-replay-energy100-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 100.0})}
 V2 = "examples/datasets/sige-pbe/work/v2/sige-pbe-v2"
 #: the group of the periodic structures in score() (no config_type is named so)
 PERIODIC = "<periodic>"
@@ -98,6 +102,12 @@ def score(checkpoint: Path, test) -> dict:
                                for kind, (n, m) in sorted(groups.items())}}
 
 
+def fit(scores: dict) -> dict:
+    """The training-file part of an arm's record: all frames and the periodic ones (energy, forces)."""
+    keys = ("energy_mae_meV_per_atom", "forces_mae_meV_per_A")
+    return {part: {k: scores[part][k] for k in keys} for part in ("all", "periodic")}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder of the arms' runs")
@@ -111,9 +121,10 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     test = list(read_dataset(ROOT / f"{V2}-test.xyz"))
+    train = list(read_dataset(ROOT / f"{V2}-train.xyz"))
     record = {"command": "OMP_NUM_THREADS=1 python examples/recipes/equiformer_v3-sige/v2/pilot.py "
                          "--out OUT --epochs N --only ARM... (each arm's cap in its entry)",
-              "n_train": len(read_dataset(ROOT / f"{V2}-train.xyz")),
+              "n_train": len(train), "n_train_periodic": sum(bool(x.atoms.pbc.any()) for x in train),
               "n_valid": len(read_dataset(ROOT / f"{V2}-valid.xyz")), "n_test": len(test),
               "starts": {"v1 model": score(ROOT / V1, test), "teacher-run": score(ROOT / TEACHER, test)},
               "arms": {}}
@@ -133,7 +144,11 @@ def main(argv=None) -> int:
                                 "epochs_cap": json.loads((run / "config.json").read_text())["epochs"],
                                 "epochs": len(history),
                                 "minutes": history[-1].get("minutes"), "stopped": history[-1].get("stopped"),
-                                "test": score(run / "best.safetensors", test)}
+                                "test": score(run / "best.safetensors", test),
+                                "test_last_epoch": score(run / "last.safetensors", test),
+                                # how well the arm fits what it was trained on (the v2 labels, not the replay)
+                                "train_fit": {which: fit(score(run / f"{which}.safetensors", train))
+                                              for which in ("best", "last")}}
         a = record["arms"][name]["test"]
         print(f"{name}: {len(history)} epochs; test E {a['all']['energy_mae_meV_per_atom']:.1f} meV/atom, "
               f"F {a['all']['forces_mae_meV_per_A']:.1f} meV/Å (periodic "
