@@ -29,6 +29,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 V1 = "examples/datasets/sige-pbe/v2/learn/pretrained.safetensors"  # the shipped v1 model, frozen
 TEACHER = "examples/recipes/equiformer_v3-sige/v2/teacher-run/best.safetensors"
+#: the pilots' folder (--out) of 2026-12-07, where the second-stage arm finds its start
+PILOT = "examples/datasets/sige-pbe/work/v2/pilot-12-07"
 #: name → (init_from, learning rate, training file's suffix[, validation file's suffix[, loss overrides]]):
 #: "-replay" adds v1's periodic structures without a v2 label, weighted for forces only (assemble.py); a
 #: validation file with them sees forgetting on ~100 frames instead of v2's ~20
@@ -40,7 +42,12 @@ ARMS = {"v1-lr1e-3": (V1, 1e-3, ""), "v1-lr3e-4": (V1, 3e-4, ""), "teacher-lr1e-
         "v1-replay-validnocompressed-lr3e-4": (V1, 3e-4, "-replay", "-nocompressed"),
         # the recipe's energy weight leaves the training energies unfitted (README.md, "Energies"): heavier ones
         "v1-replay-energy30-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 30.0}),
-        "v1-replay-energy100-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 100.0})}
+        "v1-replay-energy100-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 100.0}),
+        # the energy term quadratic up to 32 meV/atom (δ × the output scale), not linear from 10
+        "v1-replay-energy30-delta0.01-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 30.0, "huber_delta": 0.01}),
+        # a second stage from the weight-30 arm's last weights: energies weighed 300 at a tenth of the rate
+        "energy30-then-energy300-lr3e-5": (f"{PILOT}/v1-replay-energy30-lr3e-4/last.safetensors", 3e-5, "-replay", "",
+                                           {"energy_weight": 300.0})}
 V2 = "examples/datasets/sige-pbe/work/v2/sige-pbe-v2"
 #: the group of the periodic structures in score() (no config_type is named so)
 PERIODIC = "<periodic>"
