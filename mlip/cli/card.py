@@ -100,6 +100,9 @@ def add_parser(subparsers) -> None:
                    help="Platonic only: ship the weights with this group orientation (e.g. generic)")
     p.add_argument("--average-over", default=None, choices=SHIPPED_AS["average_over"],
                    help="Platonic only: ship the weights with this coset average (see docs/models.md)")
+    p.add_argument("--weights", choices=("best", "last"), default="best",
+                   help="the weights to ship: the best epoch by validation loss (best.safetensors) or the "
+                        "run's last, decayed ones (last.safetensors)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the card's files in --out (default: refuse to start)")
     p.set_defaults(func=run)
@@ -133,7 +136,7 @@ def run(args) -> int:
         mace_baseline_command=args.mace_baseline_command,
         discovery=args.discovery, discovery_command=args.discovery_command, label_noise=args.label_noise,
         label_noise_command=args.label_noise_command, label_floor=args.label_floor,
-        label_floor_command=args.label_floor_command)
+        label_floor_command=args.label_floor_command, weights=args.weights)
     data = make_model_card(args.run_dir, out, settings)
     summary = {k: data[k] for k in ("name", "n_parameters")} | {"test": data["test"]["metrics"]}
     print(json.dumps(summary, indent=1, default=str))

@@ -353,6 +353,41 @@ def test_mlip_card_writes_the_card_of_a_training_run(tmp_path, capsys, monkeypat
     assert text == format_model_card(data) and "The targets of a test: 2 met, 0 missed" in text
 
 
+@pytest.mark.slow
+def test_mlip_card_weights_last_ships_the_runs_last_weights_and_says_so(tmp_path, capsys, monkeypatch):
+    """--weights last ships last.safetensors (the run's decayed weights) instead of the best epoch's; the
+    card keeps the best epoch by validation loss beside the shipped one and names the schedule it ran."""
+    from ase.io import write
+
+    from mlip.checkpoint import read_header, write_with_header
+    from mlip.training.samples import atoms_of
+
+    monkeypatch.chdir(tmp_path)
+    run = _run_folder(tmp_path / "run", 2.0)
+    header = read_header(run / "best.safetensors")
+    header["metadata"]["epoch"] = 2
+    header["metadata"]["training"]["config"]["optimizer"].update(
+        schedule="wsd", warmup_epochs=3, decay_fraction=0.2)
+    write_with_header(run / "best.safetensors", run / "last.safetensors", header)
+    write(tmp_path / "test.xyz", [atoms_of(s) for s in generate_emt_dataset(2, seed=5, progress=False)])
+    argv = [run, "--name", "eam", "--test", "test.xyz", "--train-command", "one", "--sample-n", 2,
+            "--out", "cards", "--weights", "last"]
+    code, _, err = _card(capsys, *argv)
+    assert code == 0, err
+    data = json.loads((tmp_path / "cards" / "eam.json").read_text())
+    assert (tmp_path / "cards" / "eam.safetensors").read_bytes() != (run / "best.safetensors").read_bytes()
+    assert read_header(tmp_path / "cards" / "eam.safetensors")["metadata"]["epoch"] == 2
+    training = data["training"]
+    assert (training["shipped_weights"], training["shipped_epoch"], training["best_epoch"]) == ("last", 2, 4)
+    text = (tmp_path / "cards" / "eam.md").read_text(encoding="utf-8")
+    assert text == format_model_card(data)
+    assert "Shipped: the last, decayed weights (epoch 2); best epoch by validation loss: 4." in text
+    assert "constant until the plateau rule fires" in text
+    (run / "last.safetensors").unlink()
+    code, _, err = _card(capsys, *argv, "--overwrite")
+    assert code == 2 and "no last.safetensors" in err
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--train-command", "two"], "1 stage(s) but 2 training command(s)"),
     (["--reference", "GPAW PBE"], "states its domain"),

@@ -97,6 +97,9 @@ class CardSettings:
             missed or not measured.
         dft_validation_beside: other methods of ``dft_validation`` (foundation models run beside this
             one) whose crystal properties the card shows next to this model's.
+        weights: which weights of the (last) run folder to ship: ``"best"`` (the best epoch by validation
+            loss, ``best.safetensors``) or ``"last"`` (the run's last, decayed weights, ``last.safetensors``:
+            for a validation loss that some frames dominate, the card says why in ``summary``).
     """
 
     name: str
@@ -134,6 +137,7 @@ class CardSettings:
     label_floor_command: Optional[str] = None
     targets_file: Optional[PathLike] = None
     dft_validation_beside: Sequence[str] = ()
+    weights: str = "best"
 
 
 def _check(run_dir: Path, settings: CardSettings) -> List[Path]:
@@ -144,6 +148,10 @@ def _check(run_dir: Path, settings: CardSettings) -> List[Path]:
         for name in ("best.safetensors", "metrics.json"):
             if not (stage_dir / name).is_file():
                 raise ValueError(f"{stage_dir}: no {name} (a run folder of mlip train)")
+    if settings.weights not in ("best", "last"):
+        raise ValueError(f"weights {settings.weights!r}: best or last")
+    if not (run_dir / f"{settings.weights}.safetensors").is_file():
+        raise ValueError(f"{run_dir}: no {settings.weights}.safetensors (a run folder of mlip train)")
     if len(settings.train_commands) != len(stage_dirs):
         raise ValueError(f"{len(stage_dirs)} stage(s) but {len(settings.train_commands)} training command(s)")
     if settings.reference != "EMT" and not settings.domain:
@@ -193,7 +201,7 @@ def _quotes(settings: CardSettings) -> dict:
 
 def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings,
                     root: PathLike = ".") -> dict:
-    """Ship the best weights of ``run_dir`` (the ``out_dir`` of ``mlip train``) as
+    """Ship the best (or last: ``settings.weights``) weights of ``run_dir`` (the ``out_dir`` of ``mlip train``) as
     ``out_dir/NAME.safetensors``, measure them and write the card: ``NAME.json`` (every number) and
     ``NAME.md``, and the plot of the learning curve, ``NAME-learning-curve.png`` (not made, and the card
     says so, without matplotlib). ``root``: the repository, against which ``settings.card_sample`` is read.
@@ -211,7 +219,8 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
     run = Path(run_dir)
     stage_dirs = _check(run, settings)
     quoted = _quotes(settings)
-    trained = load_potential(run / "best.safetensors")
+    source = run / f"{settings.weights}.safetensors"
+    trained = load_potential(source)
     for key in SHIPPED_AS:
         if getattr(settings, key) is not None and not hasattr(trained.model, key):
             raise ValueError(f"{key}: the {trained.architecture} model has no {key}")
@@ -219,7 +228,7 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     weights = out / f"{settings.name}.safetensors"
-    shutil.copyfile(run / "best.safetensors", weights)
+    shutil.copyfile(source, weights)
     potential = load_potential(weights)
     # Platonic options that change how the weights are evaluated, not the weights: shipped as asked
     shipped_as = {}
@@ -254,7 +263,9 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
     speed = {label: md_step_speed(potential, atoms)
              for label, atoms in speed_structures(settings.speed_cells).items()}
     cfg = meta["training"]["config"]
-    best_epoch = int(meta.get("epoch", len(history)))
+    # the best epoch by validation loss, whichever weights are shipped (the shipped ones' epoch beside it)
+    best_epoch = int(read_header(run / "best.safetensors")["metadata"].get("epoch", len(history)))
+    shipped_epoch = int(meta.get("epoch", len(history)))
     stages = training_stages(stage_dirs)
     total_epochs = sum(st["epochs"] for st in stages)
     total_minutes = sum(st["minutes"] for st in stages)
@@ -277,6 +288,7 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
                   "cpu": platform.processor() or platform.machine()},
         "training": {"n_train": n_train, "n_valid": meta["training"]["n_valid"],
                      "epochs": total_epochs, "minutes": total_minutes, "best_epoch": best_epoch,
+                     "shipped_weights": settings.weights, "shipped_epoch": shipped_epoch,
                      "structures_per_s": training_throughput(n_train, total_epochs, total_minutes),
                      "threads": settings.train_threads, "stages": stages},
     }

@@ -368,6 +368,22 @@ def discovery_section(d: dict | None) -> list:
     ]
 
 
+def _schedule(opt: dict) -> str:
+    """The learning-rate schedule in words (``cosine`` or ``wsd``, :class:`mlip.training.OptimizerConfig`)."""
+    if opt.get("schedule", "cosine") == "wsd":
+        return (f"warm-up {opt['warmup_epochs']:g} epoch(s), constant until the plateau rule fires, then linear "
+                f"decay over {opt['decay_fraction']:g} of the epochs run to ×{opt['min_lr_factor']:g}")
+    return f"warm-up {opt['warmup_fraction']:g} + cosine to ×{opt['min_lr_factor']:g}"
+
+
+def _shipped(tr: dict) -> str:
+    """Which weights the card ships: the best epoch by validation loss, or the run's last ones."""
+    if tr.get("shipped_weights") == "last":
+        return (f"Shipped: the last, decayed weights (epoch {tr['shipped_epoch']}); best epoch by validation "
+                f"loss: {tr['best_epoch']}.")
+    return f"Best epoch by validation loss: {tr['best_epoch']}."
+
+
 def speed_section(data: dict) -> list:
     """The ``## Speed`` section: MD-step speed (eager, and compiled where measured) and training
     throughput, with the blank line that ends it."""
@@ -471,11 +487,10 @@ def _training_section(data: dict) -> list:
     lines += [
         f"Loss weights (energy/atom, forces, stress·volume/atom) {loss['energy_weight']:g} / "
         f"{loss['forces_weight']:g} / {loss['stress_weight']:g} ({loss['kind']}); AdamW lr "
-        f"{opt['lr']:g}, weight decay {opt['weight_decay']:g}, warm-up "
-        f"{opt['warmup_fraction']:g} + cosine to ×{opt['min_lr_factor']:g}, clip "
+        f"{opt['lr']:g}, weight decay {opt['weight_decay']:g}, {_schedule(opt)}, clip "
         f"{opt['clip_norm']:g}, EMA {opt['ema_decay']:g}; batch {cfg['batch_size']}, "
         f"{cfg['dtype']}, rotation augmentation {'on' if cfg.get('augment_rotations') else 'off'}, "
-        f"wall-clock budget {cfg.get('max_minutes')} min. Best epoch by validation loss: {tr['best_epoch']}.",
+        f"wall-clock budget {cfg.get('max_minutes')} min. {_shipped(tr)}",
         "",
     ]
     if data.get("learning_curve"):
