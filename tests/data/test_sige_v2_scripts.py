@@ -272,3 +272,15 @@ def test_v1_frames_replayed_for_their_forces_only_where_v2_has_no_label():
     assert [a.info["id"] for a in replay] == ["f0"]
     assert replay[0].info["config_energy_weight"] == replay[0].info["config_stress_weight"] == 0.0
     assert "config_forces_weight" not in replay[0].info
+
+
+def test_which_weights_ships_the_last_only_when_both_periodic_errors_are_lower(tmp_path, capsys):
+    with _load("which_weights.py") as module:
+        best = {"energy_mae_meV_per_atom": 16.5, "forces_mae_meV_per_A": 59.0}
+        assert module.choose(best, {"energy_mae_meV_per_atom": 7.9, "forces_mae_meV_per_A": 53.8}) == "last"
+        # lower energies at higher forces (platonic-sige, 2026-12-07): the best epoch's
+        assert module.choose(best, {"energy_mae_meV_per_atom": 7.9, "forces_mae_meV_per_A": 59.5}) == "best"
+        assert module.choose(best, dict(best)) == "best"
+        # a folder without both checkpoints: one line, exit status 2
+        assert module.main([str(tmp_path)]) == 2
+        assert "has no best.safetensors" in capsys.readouterr().err

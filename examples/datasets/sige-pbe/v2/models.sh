@@ -50,10 +50,11 @@ for model in "${models[@]}"; do
 done
 # the shipped form (as v1): the Platonic Transformer averaged over its 5 cosets in the icosahedral group
 declare -A ship_options=([equiformer_v3-sige]="" [platonic-sige]="--average-over icosahedral")
-# the run's last, decayed weights, not the best epoch by the validation loss (the first: six compressed
-# dimers and trimers carry that loss while every periodic validation frame improves to the end;
-# examples/recipes/equiformer_v3-sige/v2/README.md, "Energies are under-fitted")
-weights=last
+# the weights shipped: the run's last, decayed ones where the periodic validation frames' energy and force
+# errors are both lower there than at the best epoch by the validation loss (which six compressed dimers and
+# trimers carry; examples/recipes/equiformer_v3-sige/v2/README.md, "Energies are under-fitted"), else the
+# best epoch's: which_weights.py, on the validation file only
+weights_of() { python "$here/which_weights.py" "examples/recipes/$1/v2/finetune-run"; }
 v2=examples/datasets/sige-pbe/work/v2/sige-pbe-v2
 card_sample=examples/datasets/sige-pbe/v2/card-sample.xyz
 properties=(lattice phases elastic phonons vacancy surface)
@@ -94,7 +95,7 @@ shipped() {  # the model's shipped form, for MACE and the validation: $work/mode
     local model=$1 target=$work/models/$1.safetensors
     if [ ! -f "$target" ]; then
         mkdir -p "$work/models"
-        python - "examples/recipes/$model/v2/finetune-run/$weights.safetensors" "$target" \
+        python - "examples/recipes/$model/v2/finetune-run/$(weights_of "$model").safetensors" "$target" \
             ${ship_options[$model]} <<'PY'
 import sys
 from mlip.checkpoint import save_with_hyperparameters
@@ -145,7 +146,7 @@ if want cards; then
             --domain "$(cat "examples/recipes/$model/domain.txt")" \
             --summary "$(cat "examples/recipes/$model/summary.txt")" \
             --targets-file "examples/recipes/$model/v2/targets.json" --speed-cells si-ge \
-            ${ship_options[$model]} --weights "$weights" \
+            ${ship_options[$model]} --weights "$(weights_of "$model")" \
             --card-sample "$card_sample" \
             --dft-validation "$work/validation/dft_validation.json" --dft-validation-method "$model" \
             --dft-validation-beside SevenNetCalculator CHGNetCalculator \
