@@ -99,7 +99,7 @@ class CardSettings:
             one) whose crystal properties the card shows next to this model's.
         weights: which weights of the (last) run folder to ship: ``"best"`` (the best epoch by validation
             loss, ``best.safetensors``) or ``"last"`` (the run's last, decayed weights, ``last.safetensors``:
-            for a validation loss that some frames dominate, the card says why in ``summary``).
+            where a few frames dominate the validation loss; say why in ``summary``).
     """
 
     name: str

@@ -29,9 +29,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 V1 = "examples/datasets/sige-pbe/v2/learn/pretrained.safetensors"  # the shipped v1 model, frozen
 TEACHER = "examples/recipes/equiformer_v3-sige/v2/teacher-run/best.safetensors"
-#: the pilots' folder (--out) of 2026-12-07, where the second-stage arm finds its start
-PILOT = "examples/datasets/sige-pbe/work/v2/pilot-12-07"
-#: name → (init_from, learning rate, training file's suffix[, validation file's suffix[, loss overrides]]):
+#: name → (init_from, learning rate, training file's suffix[, validation file's suffix[, loss overrides]]);
+#: ``{out}`` in init_from is the pilot's folder (--out), where an arm finds another arm's weights:
 #: "-replay" adds v1's periodic structures without a v2 label, weighted for forces only (assemble.py); a
 #: validation file with them sees forgetting on ~100 frames instead of v2's ~20
 ARMS = {"v1-lr1e-3": (V1, 1e-3, ""), "v1-lr3e-4": (V1, 3e-4, ""), "teacher-lr1e-3": (TEACHER, 1e-3, ""),
@@ -46,7 +45,7 @@ ARMS = {"v1-lr1e-3": (V1, 1e-3, ""), "v1-lr3e-4": (V1, 3e-4, ""), "teacher-lr1e-
         # the energy term quadratic up to 32 meV/atom (δ × the output scale), not linear from 10
         "v1-replay-energy30-delta0.01-lr3e-4": (V1, 3e-4, "-replay", "", {"energy_weight": 30.0, "huber_delta": 0.01}),
         # a second stage from the weight-30 arm's last weights: energies weighed 300 at a tenth of the rate
-        "energy30-then-energy300-lr3e-5": (f"{PILOT}/v1-replay-energy30-lr3e-4/last.safetensors", 3e-5, "-replay", "",
+        "energy30-then-energy300-lr3e-5": ("{out}/v1-replay-energy30-lr3e-4/last.safetensors", 3e-5, "-replay", "",
                                            {"energy_weight": 300.0})}
 V2 = "examples/datasets/sige-pbe/work/v2/sige-pbe-v2"
 #: the group of the periodic structures in score() (no config_type is named so)
@@ -81,7 +80,8 @@ def arm_config(name: str, out: Path, epochs: int) -> Path:
         write_valid_without_compressed()
     config = yaml.safe_load((HERE / "finetune.yaml").read_text())
     config["loss"].update(loss)
-    config.update(init_from=str(ROOT / init_from), epochs=epochs, compile=False, out_dir=str(out / name),
+    init_from = ROOT / init_from.format(out=out.resolve())  # {out}: where this arm's run goes too
+    config.update(init_from=str(init_from), epochs=epochs, compile=False, out_dir=str(out / name),
                   data={"train": str(ROOT / f"{V2}-train{suffix}.xyz"),
                         "valid": str(ROOT / f"{V2}-valid{valid_suffix}.xyz")})
     config["optimizer"]["lr"] = lr
