@@ -280,11 +280,15 @@ def test_card_training_commands_are_its_recipe(card_path):
 
     card = json.loads(card_path.read_text())
     name = card["name"]
-    stages = sorted((EXAMPLES / "recipes" / name).glob("stage*.yaml"), key=lambda p: int(p.stem[5:]))
-    assert stages, f"examples/recipes/{name}/ holds no stage configs"
     # each stage by `mlip train`, or in a fixed wall-clock time by `examples/recipes/train_on_budget.py`
     command = r"(?:mlip train|train_on_budget\.py) (\S+\.yaml)"
     named = re.findall(command, card["train_command"])
+    assert named, f"{name}'s card names no training config"
+    # the recipe's folder: examples/recipes/NAME/, or a later version of it (v2/: one fine-tuning config)
+    folder = (ROOT / named[0]).parent
+    assert folder in (EXAMPLES / "recipes" / name, EXAMPLES / "recipes" / name / "v2"), (name, named)
+    stages = sorted(folder.glob("stage*.yaml"), key=lambda p: int(p.stem[5:])) or [ROOT / n for n in named]
+    assert all(p.is_file() for p in stages), (name, named)
     assert named == [str(p.relative_to(ROOT)) for p in stages], (name, named)
     markdown = card_path.with_suffix(".md").read_text(encoding="utf-8")
     assert re.findall(command, markdown) == named, name

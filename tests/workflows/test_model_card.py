@@ -503,8 +503,13 @@ def _floor_record(tmp_path, chosen="g8") -> Path:
     return path
 
 
-def _shipped_card(name="equiformer_v3-sige") -> dict:
-    return json.loads((Path(mlip.models.__file__).parent / "pretrained" / f"{name}.json").read_text())
+def _shipped_card(name="equiformer_v3-sige", plain=True) -> dict:
+    """A shipped card; ``plain``: without the sections these tests add themselves (targets, error budget)."""
+    card = json.loads((Path(mlip.models.__file__).parent / "pretrained" / f"{name}.json").read_text())
+    if plain:
+        for key in ("targets", "targets_file", "error_budget"):
+            card.pop(key, None)
+    return card
 
 
 def test_the_error_budget_sets_the_test_errors_beside_the_label_noise_and_floor(tmp_path):
@@ -622,3 +627,34 @@ def test_a_stop_without_the_plateau_rule_is_told_by_the_config(tmp_path, minutes
     text = " ".join(format_model_card(card).split())
     assert f"at {minutes[-1]:.1f} min: {reason or 'no reason recorded'}" in text
     assert "energy — → — meV/atom" in text
+
+
+@pytest.mark.parametrize("max_minutes, said", [(None, "no wall-clock budget."), (60.0, "wall-clock budget 60.0 min.")])
+def test_the_training_line_states_the_wall_clock_budget_or_its_absence(max_minutes, said):
+    card = _shipped_card()
+    card["training_config"]["max_minutes"] = max_minutes
+    text = " ".join(format_model_card(card).split())
+    assert said in text and "None min" not in text
+
+
+def test_the_shipped_weights_of_an_earlier_epoch_are_marked_on_the_learning_curve(tmp_path):
+    """``mlip card --weights best`` where the best epoch is not the last: the plot marks that epoch of the
+    last stage (counted within the stage) and the card gives its validation MAE; the last epoch is not
+    marked twice."""
+    from mlip.workflows.model_card import curve
+
+    first, last = _run_folder(tmp_path / "stage1", 2.0), _run_folder(tmp_path / "stage2", 3.0)
+    (first / "metrics.json").write_text(json.dumps(_history({"minutes": 1.0}, {"minutes": 2.0})))
+    (last / "metrics.json").write_text(json.dumps(_history({"minutes": 1.0}, {"minutes": 2.5}, {"minutes": 3.0})))
+    data = curve.learning_curve([first, last])
+    assert curve.shipped_index(data, 2) == 3  # the second stage's second epoch, fourth of all
+    assert curve.shipped_index(data, 3) is None and curve.shipped_index(data, None) is None
+    assert curve.shipped_index(data, 4) is None  # not an epoch of the last stage
+    png = tmp_path / "eam-learning-curve.png"
+    assert curve.plot_learning_curve(data, png, "eam", shipped_epoch=2) is None and png.is_file()
+    card = dict(_shipped_card(), name="eam", learning_curve=dict(data, plot=png.name))
+    card["training"] = dict(card["training"], shipped_epoch=2)
+    flat = " ".join(format_model_card(card).split())
+    assert "The shipped weights are epoch 2's (the green diamond): energy 5.00 meV/atom, forces 50.0 meV/Å." in flat
+    card["training"]["shipped_epoch"] = 3
+    assert "green diamond" not in format_model_card(card)

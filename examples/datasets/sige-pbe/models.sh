@@ -15,7 +15,8 @@
 #   gpaw      the GPAW side of the crystal properties (vacancy and (100) surface added to the kept cache;
 #             hours on 2 cores, resumable), under mpiexec
 #   validate  the models' side of the crystal properties and their κ(300 K), against GPAW's cache
-#   cards     the two model cards (models/pretrained/), quoting all of the above
+#   cards     the two first-version model cards (WORK/cards/; the shipped cards are the second version's,
+#             v2/models.sh), quoting all of the above
 #   ablations the architecture ablations on this data and MACE, MINUTES each, two at a time on one thread
 #
 # WORK (default examples/datasets/sige-pbe/work, git-ignored) holds everything but the GPAW cache, the
@@ -31,7 +32,7 @@ steps=${STEPS:-"data train mace gpaw validate cards ablations"}
 work=${WORK:-$here/work}
 mace_python=${MACE_PYTHON:-/work/venvs/mace/bin/python}
 card_sample=${CARD_SAMPLE:-examples/datasets/sige-pbe/card-sample.xyz}  # relative to the repository
-cards_out=${CARDS_OUT:-models/pretrained}                                # the same
+cards_out=${CARDS_OUT:-${WORK:-examples/datasets/sige-pbe/work}/cards}    # the same; v1's cards, not shipped
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 mkdir -p "$work"

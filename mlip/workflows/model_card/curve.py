@@ -56,9 +56,22 @@ def learning_curve(run_dirs: List[Path]) -> dict:
     return curve
 
 
-def plot_learning_curve(curve: dict, path: Path, title: str) -> Optional[str]:
+def shipped_index(curve: dict, shipped_epoch: Optional[int]) -> Optional[int]:
+    """The index in ``curve`` of the last stage's epoch ``shipped_epoch`` (counted within that stage, as its
+    checkpoint counts it: the weights a card ships), or None where none is given or it is the last point
+    (the stopping point, marked already)."""
+    last_stage = [i for i, s in enumerate(curve["stage"]) if s == curve["stage"][-1]]
+    if shipped_epoch is None or not 1 <= shipped_epoch <= len(last_stage):
+        return None
+    k = last_stage[shipped_epoch - 1]
+    return None if k == len(curve["stage"]) - 1 else k
+
+
+def plot_learning_curve(curve: dict, path: Path, title: str,
+                        shipped_epoch: Optional[int] = None) -> Optional[str]:
     """Write the PNG of ``curve`` (validation energy and force MAE against cumulative minutes, log scale,
-    a dotted line where each later stage begins, the stopping point marked) to ``path``, atomically.
+    a dotted line where each later stage begins, the stopping point marked, and the epoch of the shipped
+    weights where that is an earlier one) to ``path``, atomically.
     Returns None, or, when matplotlib is missing, the one-line reason the plot was not made."""
     from mlip.extras import MissingExtraError, require
     from mlip.io import atomic_write
@@ -69,18 +82,27 @@ def plot_learning_curve(curve: dict, path: Path, title: str) -> Optional[str]:
         return str(err)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import LogFormatter
 
     fig = Figure(figsize=(7, 6), constrained_layout=True)
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 1, sharex=True)
     starts = [m for m, s, prev in zip(curve["minutes"][1:], curve["stage"][1:], curve["stage"])
               if s != prev]
+    shipped = shipped_index(curve, shipped_epoch)
     for ax, key, label in zip(axes, CURVE_KEYS, ("energy MAE (meV/atom)", "force MAE (meV/Å)")):
         points = [(m, v) for m, v in zip(curve["minutes"], curve[key]) if v is not None]
         if points:
             ax.plot(*zip(*points), "o-", ms=3, color="tab:blue")
-            ax.plot(*points[-1], "s", ms=7, color="tab:red")  # the stopping point
+            ax.plot(*points[-1], "s", ms=7, color="tab:red", label="stopped")
+            if shipped is not None and curve[key][shipped] is not None:
+                ax.plot(curve["minutes"][shipped], curve[key][shipped], "D", ms=7, color="tab:green",
+                        label=f"shipped weights (epoch {shipped_epoch})")
+                ax.legend(loc="best", fontsize="small")
             ax.set_yscale("log")
+            # plain numbers (150, not 1.5 × 10²), on the minor ticks too where a curve spans less than a decade
+            ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+            ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
         for minutes in starts:
             ax.axvline(minutes, color="grey", ls=":", lw=1)
         ax.set_ylabel(f"validation {label}")

@@ -317,7 +317,8 @@ def make_model_card(run_dir: PathLike, out_dir: PathLike, settings: CardSettings
         data["mini_discovery"] = quoted["mini_discovery"]
     data["learning_curve"] = learning_curve(stage_dirs)
     plot = out / f"{settings.name}-learning-curve.png"
-    not_made = plot_learning_curve(data["learning_curve"], plot, settings.name)
+    not_made = plot_learning_curve(data["learning_curve"], plot, settings.name,
+                                   data["training"].get("shipped_epoch"))
     if not_made:
         plot.unlink(missing_ok=True)  # an earlier card's plot is not this card's
         data["learning_curve"]["plot_not_made"] = not_made

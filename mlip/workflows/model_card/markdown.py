@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+from mlip.workflows.model_card.curve import shipped_index
 from mlip.workflows.model_card.measure import KEYS, UNIT, training_throughput
 from mlip.workflows.model_card.quotes import PHONON_TARGET_THZ
 from mlip.workflows.model_card.targets import property_met, property_target_text, target_rows
@@ -376,6 +377,12 @@ def _schedule(opt: dict) -> str:
     return f"warm-up {opt['warmup_fraction']:g} + cosine to ×{opt['min_lr_factor']:g}"
 
 
+def _budget(cfg: dict) -> str:
+    """The run's wall-clock budget as the card states it: none where it ran until its rule stopped it."""
+    minutes = cfg.get("max_minutes")
+    return "no wall-clock budget" if minutes is None else f"wall-clock budget {minutes} min"
+
+
 def _shipped(tr: dict) -> str:
     """Which weights the card ships: the best epoch by validation loss, or the run's last ones."""
     if tr.get("shipped_weights") == "last":
@@ -490,7 +497,7 @@ def _training_section(data: dict) -> list:
         f"{opt['lr']:g}, weight decay {opt['weight_decay']:g}, {_schedule(opt)}, clip "
         f"{opt['clip_norm']:g}, EMA {opt['ema_decay']:g}; batch {cfg['batch_size']}, "
         f"{cfg['dtype']}, rotation augmentation {'on' if cfg.get('augment_rotations') else 'off'}, "
-        f"wall-clock budget {cfg.get('max_minutes')} min. {_shipped(tr)}",
+        f"{_budget(cfg)}. {_shipped(tr)}",
         "",
     ]
     if data.get("learning_curve"):
@@ -523,9 +530,22 @@ def curve_lines(data: dict) -> list:
         *wrap(f"Stopped after epoch {stop['epoch']} (stage {stop['stage']}) at {stop['minutes']:.1f} min: "
               f"{reason}. Validation MAE at the first and last epochs: energy {fmt_or_dash(energy[0])} → "
               f"{fmt_or_dash(energy[-1])} meV/atom, forces {fmt_or_dash(forces[0])} → "
-              f"{fmt_or_dash(forces[-1])} meV/Å."),
+              f"{fmt_or_dash(forces[-1])} meV/Å.{_shipped_point(data)}"),
         "",
     ]
+
+
+def _shipped_point(data: dict) -> str:
+    """Where the shipped weights are an earlier epoch than the stopping point: that epoch's validation MAE
+    (the plot's green diamond); "" otherwise."""
+    curve = data["learning_curve"]
+    epoch = data.get("training", {}).get("shipped_epoch")
+    k = shipped_index(curve, epoch)
+    if k is None:
+        return ""
+    energy, forces = (curve[f"valid_{KEYS[q]}"][k] for q in ("energy", "forces"))
+    return (f" The shipped weights are epoch {epoch}'s (the green diamond): energy {fmt_or_dash(energy)} "
+            f"meV/atom, forces {fmt_or_dash(forces)} meV/Å.")
 
 
 def format_model_card(data: dict) -> str:

@@ -143,8 +143,8 @@ if want cards; then
 --session-minutes $session (from the shipped v1 model, init_from)" \
             --train-threads "$threads thread(s) of a 2-core machine" \
             --reference "GPAW PBE (v2: converged k-points)" \
-            --domain "$(cat "examples/recipes/$model/domain.txt")" \
-            --summary "$(cat "examples/recipes/$model/summary.txt")" \
+            --domain "$(cat "examples/recipes/$model/v2/domain.txt")" \
+            --summary "$(cat "examples/recipes/$model/v2/summary.txt")" \
             --targets-file "examples/recipes/$model/v2/targets.json" --speed-cells si-ge \
             ${ship_options[$model]} --weights "$(weights_of "$model")" \
             --card-sample "$card_sample" \
