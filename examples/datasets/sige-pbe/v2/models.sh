@@ -140,7 +140,7 @@ if want cards; then
             --test-description "the v2 test part: v1's test structures with their converged labels" \
             --train-data-command "python examples/datasets/sige-pbe/v2/assemble.py" \
             --train-command "OMP_NUM_THREADS=$threads mlip train examples/recipes/$model/v2/finetune.yaml \
---session-minutes $session (from the shipped v1 model, init_from)" \
+--session-minutes $session (from the first version, v1, init_from)" \
             --train-threads "$threads thread(s) of a 2-core machine" \
             --reference "GPAW PBE (v2: converged k-points)" \
             --domain "$(cat "examples/recipes/$model/v2/domain.txt")" \
