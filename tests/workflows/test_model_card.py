@@ -503,12 +503,11 @@ def _floor_record(tmp_path, chosen="g8") -> Path:
     return path
 
 
-def _shipped_card(name="equiformer_v3-sige", plain=True) -> dict:
-    """A shipped card; ``plain``: without the sections these tests add themselves (targets, error budget)."""
+def _shipped_card(name="equiformer_v3-sige") -> dict:
+    """A shipped card without the sections these tests add themselves (targets, error budget)."""
     card = json.loads((Path(mlip.models.__file__).parent / "pretrained" / f"{name}.json").read_text())
-    if plain:
-        for key in ("targets", "targets_file", "error_budget"):
-            card.pop(key, None)
+    for key in ("targets", "targets_file", "error_budget"):
+        card.pop(key, None)
     return card
 
 
